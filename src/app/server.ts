@@ -1,0 +1,131 @@
+import type { BootStep } from '../platform/boot.js';
+import { BootFailure, runBoot } from '../platform/boot.js';
+import { type Config, ConfigError, loadConfig } from '../platform/config.js';
+import { createDriver } from '../platform/db/driver.js';
+import { DatabaseHandle } from '../platform/db/handle.js';
+import { migrate } from '../platform/db/migrate.js';
+import { WriteProbe } from '../platform/db/probe.js';
+import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../platform/error-tracking.js';
+import { ReadinessGate } from '../platform/gate.js';
+import { Scheduler } from '../platform/jobs/scheduler.js';
+import { createLogger } from '../platform/log.js';
+import { createShutdown } from '../platform/shutdown.js';
+import { withTimeout } from '../platform/timeout.js';
+import { createApp } from './app.js';
+import { migrations } from './migrations.gen.js';
+import { Registry } from './registry.js';
+
+export type FetchHandler = (request: Request) => Response | Promise<Response>;
+
+/** What a runtime's HTTP server must offer: bind (resolves once listening) and drain. */
+export interface Listener {
+  port: number;
+  /** Stop accepting, let in-flight requests finish within the budget, then close every socket. */
+  close(budgetMs: number): Promise<void>;
+}
+
+export type Listen = (fetch: FetchHandler, port: number, host: string) => Promise<Listener>;
+
+export interface ServerRuntime {
+  env: Record<string, string | undefined>;
+  listen: Listen;
+  instanceId: string;
+  exit(code: number): void;
+}
+
+/**
+ * The boot contract for long-lived processes (Node and Bun). Resolves with the signal handler once
+ * the gate is open; on a hard failure it logs, reports, cleans up and exits 1 before ever listening.
+ */
+export async function startServer(runtime: ServerRuntime): Promise<(signal: string) => Promise<void>> {
+  let config: Config;
+  try {
+    config = loadConfig(runtime.env);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    createLogger().error(err.message, { problems: err.problems });
+    runtime.exit(1);
+    throw err;
+  }
+
+  const log = createLogger(config.logLevel);
+  const gate = new ReadinessGate();
+  const registry = new Registry();
+  let errors: ErrorTracker = disabledErrorTracker;
+  const driver = createDriver(config, log);
+  const app = new DatabaseHandle(driver, 'app', log);
+  const probeHandle = new DatabaseHandle(driver, 'probe', log);
+  const probe = new WriteProbe({
+    probe: probeHandle,
+    app,
+    timeoutMs: config.probeTimeoutMs,
+    instanceId: runtime.instanceId,
+    log,
+  });
+  // The invoice retry and token refresh loops register here once they exist.
+  const loops = new Scheduler(log);
+  let listener: Listener | undefined;
+
+  const steps: BootStep[] = [
+    // Tracing arrives with the observability work; the step keeps its place in the order.
+    { name: 'telemetry', kind: 'advisory', run: () => {} },
+    { name: 'logging', kind: 'hard', run: () => log.debug('logging configured', { level: config.logLevel }) },
+    {
+      name: 'error tracking',
+      kind: 'advisory',
+      run: () => {
+        if (config.sentryDsn) errors = createErrorTracker(config.sentryDsn);
+      },
+    },
+    {
+      name: 'open pool',
+      kind: 'hard',
+      run: async () => {
+        await driver.ready();
+        await withTimeout(app.pool.query('SELECT 1'), config.probeTimeoutMs, 'database ping');
+      },
+    },
+    { name: 'migrate', kind: 'hard', run: async () => void (await migrate(app.pool, migrations, log)) },
+    { name: 'load registry', kind: 'hard', run: () => registry.load(app.db) },
+    {
+      name: 'bind listener',
+      kind: 'hard',
+      run: async () => {
+        const http = createApp({ gate, probe, log, errors });
+        listener = await runtime.listen(http.fetch, config.port, config.host);
+        log.info('listening', { host: config.host, port: listener.port });
+      },
+    },
+    { name: 'start loops', kind: 'hard', run: () => loops.start() },
+    { name: 'open gate', kind: 'hard', run: () => gate.open() },
+  ];
+
+  const closeDatabase = async () => {
+    await Promise.allSettled([app.close(), probeHandle.close()]);
+    await driver.close();
+  };
+
+  try {
+    await runBoot(steps, log);
+  } catch (err) {
+    gate.fail();
+    if (err instanceof BootFailure) errors.capture(err, { step: err.step });
+    await errors.flush(2000);
+    await closeDatabase().catch(() => {});
+    runtime.exit(1);
+    throw err;
+  }
+
+  return createShutdown({
+    gate,
+    log,
+    timeoutMs: config.shutdownTimeoutMs,
+    exit: runtime.exit,
+    stages: [
+      { name: 'stop loops', run: () => loops.stop() },
+      { name: 'drain http', run: (budget) => listener?.close(budget) ?? Promise.resolve() },
+      { name: 'close database', run: closeDatabase },
+      { name: 'flush error tracking', run: async () => void (await errors.flush(2000)) },
+    ],
+  });
+}

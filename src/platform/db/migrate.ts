@@ -1,0 +1,90 @@
+import type { Logger } from '../log.js';
+import type { DatabasePool, SqlSession } from './types.js';
+
+/** One drizzle-kit migration, bundled into the app so that no runtime reads the filesystem. */
+export interface Migration {
+  tag: string;
+  /** sha256 of the SQL file, as drizzle-kit's migrator records it. */
+  hash: string;
+  /** The journal's `when`: drizzle's migrator orders and compares by it. */
+  createdAt: number;
+  statements: string[];
+}
+
+// Same table as drizzle-orm's migrator, so `drizzle-kit migrate` and this agree on what is applied.
+const TABLE = 'drizzle.__drizzle_migrations';
+// Arbitrary but fixed: every replica of this app must contend for the same advisory lock.
+const LOCK_KEY = '4875233190112093';
+
+export interface MigrateResult {
+  applied: string[];
+}
+
+/**
+ * Applies pending migrations in one transaction while holding a session-level advisory lock on a
+ * dedicated connection. Drizzle's migrator takes no lock (drizzle-orm #874): replicas that boot
+ * together would race to apply the same migration.
+ */
+export async function migrate(
+  pool: DatabasePool,
+  migrations: Migration[],
+  log: Logger,
+): Promise<MigrateResult> {
+  return pool.withSession(async (session) => {
+    await session.query('SELECT pg_advisory_lock($1)', [LOCK_KEY]);
+    try {
+      await ensureTable(session);
+      const last = await lastAppliedAt(session);
+      const pending = migrations.filter((m) => m.createdAt > last);
+      if (pending.length === 0) return { applied: [] };
+      await session.query('BEGIN');
+      try {
+        for (const m of pending) {
+          for (const statement of m.statements) await session.query(statement);
+          await session.query(`INSERT INTO ${TABLE} (hash, created_at) VALUES ($1, $2)`, [
+            m.hash,
+            m.createdAt,
+          ]);
+        }
+        await session.query('COMMIT');
+      } catch (err) {
+        await session.query('ROLLBACK').catch(() => {});
+        throw err;
+      }
+      const applied = pending.map((m) => m.tag);
+      log.info('migrations applied', { applied });
+      return { applied };
+    } finally {
+      await session.query('SELECT pg_advisory_unlock($1)', [LOCK_KEY]);
+    }
+  });
+}
+
+export type SchemaState =
+  | { status: 'current' }
+  | { status: 'behind' | 'ahead'; applied: number; bundled: number };
+
+/** For runtimes that cannot migrate at boot (Workers): is the database at the bundled migration? */
+export async function schemaState(pool: DatabasePool, migrations: Migration[]): Promise<SchemaState> {
+  const bundled = migrations.at(-1)?.createdAt ?? 0;
+  const { rows } = await pool.query<{ exists: boolean }>(
+    `SELECT to_regclass('${TABLE}') IS NOT NULL AS exists`,
+  );
+  const applied = rows[0]?.exists ? await lastAppliedAt(pool) : 0;
+  if (applied === bundled) return { status: 'current' };
+  return { status: applied < bundled ? 'behind' : 'ahead', applied, bundled };
+}
+
+async function ensureTable(session: SqlSession): Promise<void> {
+  await session.query('CREATE SCHEMA IF NOT EXISTS drizzle');
+  await session.query(
+    `CREATE TABLE IF NOT EXISTS ${TABLE} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint)`,
+  );
+}
+
+async function lastAppliedAt(session: SqlSession): Promise<number> {
+  const { rows } = await session.query<{ created_at: string | number }>(
+    `SELECT created_at FROM ${TABLE} ORDER BY created_at DESC LIMIT 1`,
+  );
+  return Number(rows[0]?.created_at ?? 0);
+}

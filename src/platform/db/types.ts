@@ -1,0 +1,41 @@
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+
+// The seam between the platform and a driver: everything above this file is driver-agnostic.
+
+export type Database = PgDatabase<PgQueryResultHKT>;
+
+export type Row = Record<string, unknown>;
+
+export interface QueryResult<R> {
+  rows: R[];
+}
+
+/** One connection held for a sequence of statements (session-level locks, BEGIN/COMMIT). */
+export interface SqlSession {
+  query<R extends Row = Row>(text: string, params?: unknown[]): Promise<QueryResult<R>>;
+}
+
+export interface PoolStats {
+  total: number;
+  idle: number;
+  waiting: number;
+}
+
+export type PoolRole = 'app' | 'probe';
+
+export interface DatabasePool {
+  readonly db: Database;
+  query<R extends Row = Row>(text: string, params?: unknown[]): Promise<QueryResult<R>>;
+  withSession<T>(fn: (session: SqlSession) => Promise<T>): Promise<T>;
+  stats(): PoolStats;
+  end(): Promise<void>;
+}
+
+export interface DatabaseDriver {
+  readonly name: string;
+  createPool(role: PoolRole): DatabasePool;
+  /** Resolves when the driver can take queries: the embedded database starts here, unbounded by network timeouts. */
+  ready(): Promise<void>;
+  /** Releases what outlives a pool (the embedded PGlite instance). */
+  close(): Promise<void>;
+}

@@ -1,0 +1,47 @@
+import { Toucan } from 'toucan-js';
+
+export interface ErrorTracker {
+  capture(err: unknown, context?: Record<string, string>): void;
+  /** Waits (bounded) until queued events are sent; true when everything went out. */
+  flush(timeoutMs: number): Promise<boolean>;
+}
+
+export const disabledErrorTracker: ErrorTracker = {
+  capture: () => {},
+  flush: async () => true,
+};
+
+export interface ErrorTrackerOptions {
+  environment?: string;
+  release?: string;
+  /** Workers: keeps the isolate alive until the event is delivered. */
+  waitUntil?: (promise: Promise<unknown>) => void;
+}
+
+/**
+ * A Sentry-protocol client over fetch (toucan-js), so Node, Bun and Workers report the same way.
+ * Throws on a malformed DSN; the boot step that calls this is advisory.
+ */
+export function createErrorTracker(dsn: string, options: ErrorTrackerOptions = {}): ErrorTracker {
+  assertDsn(dsn);
+  const { waitUntil, ...rest } = options;
+  const toucan = new Toucan({ dsn, ...rest, ...(waitUntil ? { context: { waitUntil } } : {}) });
+  return {
+    capture(err, context) {
+      toucan.withScope((scope) => {
+        if (context) scope.setTags(context);
+        scope.captureException(err);
+      });
+    },
+    flush: async (timeoutMs) => (await toucan.getClient()?.flush(timeoutMs)) ?? true,
+  };
+}
+
+// The DSN is a credential: the error says what is wrong with it without repeating it.
+function assertDsn(dsn: string): void {
+  const url = URL.canParse(dsn) ? new URL(dsn) : undefined;
+  const projectId = url?.pathname.split('/').pop();
+  if (!url || !/^https?:$/.test(url.protocol) || !url.username || !projectId || !/^\d+$/.test(projectId)) {
+    throw new Error('SENTRY_DSN is malformed: expected http(s)://<public key>@<host>/<project id>');
+  }
+}

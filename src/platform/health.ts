@@ -1,0 +1,41 @@
+import { Hono } from 'hono';
+import type { ProbeResult } from './db/probe.js';
+import type { ReadinessGate } from './gate.js';
+
+export interface HealthOptions {
+  gate: ReadinessGate;
+  probe: { check(): Promise<ProbeResult> };
+}
+
+const LIVE = JSON.stringify({ status: 'ok' });
+const noStore = { 'cache-control': 'no-store' };
+
+export function healthRoutes({ gate, probe }: HealthOptions): Hono {
+  const routes = new Hono();
+
+  // Liveness touches nothing: a database outage must never make the orchestrator kill the process.
+  const live = () => new Response(LIVE, { headers: { 'content-type': 'application/json', ...noStore } });
+  routes.get('/livez', live);
+  routes.get('/health', live);
+  routes.get('/healthz', live);
+
+  // Readiness is the gate AND a fresh write probe; a read-only database is not ready.
+  routes.get('/readyz', async (c) => {
+    const boot = gate.state;
+    const database = await probe.check();
+    const ready = boot === 'ok' && database.status === 'ok';
+    const body: Record<string, unknown> = {
+      status: ready ? 'ok' : 'unavailable',
+      checks: { boot, database: database.status },
+    };
+    if (c.req.query('verbose') !== undefined) {
+      body.details = {
+        boot: { state: boot },
+        database: { latency_ms: database.latencyMs, ...(database.reason ? { reason: database.reason } : {}) },
+      };
+    }
+    return c.json(body, ready ? 200 : 503, noStore);
+  });
+
+  return routes;
+}

@@ -1,0 +1,60 @@
+import type { Logger } from '../log.js';
+
+export interface Loop {
+  name: string;
+  intervalMs: number;
+  run(): Promise<void>;
+}
+
+/**
+ * In-process loops for Node and Bun (Workers use cron triggers instead). A loop's next run is
+ * scheduled only after the current one settles, so runs never overlap; stop() awaits the runs
+ * in progress so shutdown never cuts a tick in half.
+ */
+export class Scheduler {
+  readonly #loops: Loop[] = [];
+  readonly #timers = new Map<string, ReturnType<typeof setTimeout>>();
+  readonly #running = new Map<string, Promise<void>>();
+  #stopped = false;
+
+  constructor(private readonly log: Logger) {}
+
+  register(loop: Loop): void {
+    this.#loops.push(loop);
+  }
+
+  get names(): string[] {
+    return this.#loops.map((l) => l.name);
+  }
+
+  start(): void {
+    for (const loop of this.#loops) this.#schedule(loop);
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    for (const timer of this.#timers.values()) clearTimeout(timer);
+    this.#timers.clear();
+    await Promise.allSettled(this.#running.values());
+  }
+
+  #schedule(loop: Loop): void {
+    if (this.#stopped) return;
+    // ±10% jitter keeps replicas started together from ticking in lockstep.
+    const delay = loop.intervalMs * (0.9 + Math.random() * 0.2);
+    const timer = setTimeout(() => {
+      this.#timers.delete(loop.name);
+      const run = loop
+        .run()
+        .catch((err: unknown) => this.log.error('loop run failed', { loop: loop.name, err }))
+        .finally(() => {
+          this.#running.delete(loop.name);
+          this.#schedule(loop);
+        });
+      this.#running.set(loop.name, run);
+    }, delay);
+    // A pending timer must not keep a process alive that is otherwise done.
+    (timer as { unref?: () => void }).unref?.();
+    this.#timers.set(loop.name, timer);
+  }
+}

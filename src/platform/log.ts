@@ -1,0 +1,70 @@
+// Structured JSON logs: one object per line, written synchronously enough that the last line before
+// an exit (a hard boot failure) is never lost.
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+
+const rank: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export type LogFields = Record<string, unknown>;
+
+export interface Logger {
+  debug(msg: string, fields?: LogFields): void;
+  info(msg: string, fields?: LogFields): void;
+  warn(msg: string, fields?: LogFields): void;
+  error(msg: string, fields?: LogFields): void;
+  child(fields: LogFields): Logger;
+}
+
+export type LogSink = (line: string) => void;
+
+const consoleSink: LogSink = (line) => console.log(line);
+
+export function createLogger(
+  level: LogLevel = 'info',
+  base: LogFields = {},
+  sink: LogSink = consoleSink,
+): Logger {
+  const min = rank[level];
+  const write = (lvl: LogLevel, msg: string, fields?: LogFields): void => {
+    if (rank[lvl] < min) return;
+    sink(
+      JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...base, ...fields }, errorReplacer),
+    );
+  };
+  return {
+    debug: (msg, fields) => write('debug', msg, fields),
+    info: (msg, fields) => write('info', msg, fields),
+    warn: (msg, fields) => write('warn', msg, fields),
+    error: (msg, fields) => write('error', msg, fields),
+    child: (fields) => createLogger(level, { ...base, ...fields }, sink),
+  };
+}
+
+// Errors serialise to their name, message and SQLSTATE only: driver errors carry connection
+// parameters and query text that must not reach logs.
+function errorReplacer(_key: string, value: unknown): unknown {
+  if (value instanceof Error) return describeError(value);
+  return value;
+}
+
+export interface ErrorSummary {
+  name: string;
+  message: string;
+  code?: string;
+  cause?: ErrorSummary;
+}
+
+export function describeError(err: unknown, depth = 0): ErrorSummary {
+  if (!(err instanceof Error)) return { name: 'NonError', message: String(err) };
+  const summary: ErrorSummary = { name: err.name, message: redactParams(err.message) };
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string') summary.code = code;
+  if (err.cause !== undefined && depth < 4) summary.cause = describeError(err.cause, depth + 1);
+  return summary;
+}
+
+// DrizzleQueryError puts bound parameters (hashes, ciphertexts, tenant ids) into its message.
+function redactParams(message: string): string {
+  const at = message.indexOf('\nparams:');
+  return at === -1 ? message : `${message.slice(0, at)}\nparams: [redacted]`;
+}
