@@ -1,0 +1,122 @@
+// Runs the built server (`node dist/node.js`) as a child process, the way a user starts it.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort } from './ports.js';
+
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+export const serverEntry = resolve(repoRoot, 'dist/node.js');
+
+export interface LogLine {
+  level: string;
+  msg: string;
+  [field: string]: unknown;
+}
+
+export interface ServerProcess {
+  readonly port: number;
+  readonly url: string;
+  readonly child: ChildProcess;
+  /** Parsed JSON log lines so far; anything on stdout that is not JSON is kept in `output`. */
+  readonly logs: LogLine[];
+  readonly output: string[];
+  /** Resolves with the exit code (or 128 + signal number style string) once the process ends. */
+  readonly exited: Promise<number | null>;
+  waitForLog(predicate: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  waitForReady(timeoutMs?: number): Promise<void>;
+  get(path: string, init?: RequestInit): Promise<Response>;
+  kill(signal?: NodeJS.Signals): void;
+  stop(): Promise<number | null>;
+}
+
+export interface SpawnOptions {
+  env?: Record<string, string | undefined>;
+  cwd?: string;
+  port?: number;
+}
+
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+
+export async function spawnServer(options: SpawnOptions = {}): Promise<ServerProcess> {
+  const port = options.port ?? (await freePort());
+  const child = spawn(process.execPath, ['--enable-source-maps', serverEntry], {
+    cwd: options.cwd ?? repoRoot,
+    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'info', ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  live.add(child);
+  const logs: LogLine[] = [];
+  const output: string[] = [];
+  const waiters = new Set<() => void>();
+  const onLine = (line: string) => {
+    if (!line.trim()) return;
+    try {
+      logs.push(JSON.parse(line) as LogLine);
+    } catch {
+      output.push(line);
+    }
+    for (const wake of waiters) wake();
+  };
+  let buffered = '';
+  const onData = (chunk: Buffer) => {
+    buffered += chunk.toString('utf8');
+    const lines = buffered.split('\n');
+    buffered = lines.pop() ?? '';
+    lines.forEach(onLine);
+  };
+  child.stdout?.on('data', onData);
+  child.stderr?.on('data', onData);
+  const exited = new Promise<number | null>((done) =>
+    child.on('exit', (code) => {
+      live.delete(child);
+      if (buffered) onLine(buffered);
+      for (const wake of waiters) wake();
+      done(code);
+    }),
+  );
+  let hasExited = false;
+  void exited.then(() => {
+    hasExited = true;
+  });
+
+  const url = `http://127.0.0.1:${port}`;
+  const server: ServerProcess = {
+    port,
+    url,
+    child,
+    logs,
+    output,
+    exited,
+    waitForLog(predicate, timeoutMs = 30_000) {
+      return new Promise((done, fail) => {
+        const check = () => {
+          const hit = logs.find(predicate);
+          if (hit) return finish(() => done(hit));
+          if (hasExited) return finish(() => fail(new Error(`server exited before the log line; logs:\n${dump()}`)));
+        };
+        const timer = setTimeout(() => finish(() => fail(new Error(`log line not seen in time; logs:\n${dump()}`))), timeoutMs);
+        const finish = (settle: () => void) => {
+          clearTimeout(timer);
+          waiters.delete(check);
+          settle();
+        };
+        waiters.add(check);
+        check();
+      });
+    },
+    async waitForReady(timeoutMs = 60_000) {
+      await server.waitForLog((l) => l.msg === 'boot complete', timeoutMs);
+    },
+    get: (path, init) => fetch(`${url}${path}`, init),
+    kill: (signal = 'SIGTERM') => void child.kill(signal),
+    async stop() {
+      if (!hasExited) child.kill('SIGTERM');
+      return exited;
+    },
+  };
+  const dump = () => [...logs.map((l) => JSON.stringify(l)), ...output].join('\n');
+  return server;
+}
