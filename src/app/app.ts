@@ -1,13 +1,12 @@
 import { Hono } from 'hono';
-import type { ProbeResult } from '../platform/db/probe.js';
 import type { ErrorTracker } from '../platform/error-tracking.js';
 import type { ReadinessGate } from '../platform/gate.js';
-import { healthRoutes } from '../platform/health.js';
+import { type HealthOptions, healthRoutes } from '../platform/health.js';
 import type { Logger } from '../platform/log.js';
 
 export interface AppDeps {
   gate: ReadinessGate;
-  probe: { check(): Promise<ProbeResult> };
+  probe: HealthOptions['probe'];
   log: Logger;
   errors: ErrorTracker;
 }

@@ -111,7 +111,8 @@ export async function startServer(runtime: ServerRuntime): Promise<(signal: stri
     gate.fail();
     if (err instanceof BootFailure) errors.capture(err, { step: err.step });
     await errors.flush(2000);
-    await closeDatabase().catch(() => {});
+    // Ending a pool waits for its connection attempts; a failed boot should not wait on a dead host.
+    await withTimeout(closeDatabase(), 1000, 'closing the database').catch(() => {});
     runtime.exit(1);
     throw err;
   }
@@ -123,6 +124,8 @@ export async function startServer(runtime: ServerRuntime): Promise<(signal: stri
     exit: runtime.exit,
     stages: [
       { name: 'stop loops', run: () => loops.stop() },
+      // Keep serving (readiness says draining) so a load balancer can take us out of rotation first.
+      { name: 'drain delay', run: () => new Promise((done) => setTimeout(done, config.shutdownDelayMs)) },
       { name: 'drain http', run: (budget) => listener?.close(budget) ?? Promise.resolve() },
       { name: 'close database', run: closeDatabase },
       { name: 'flush error tracking', run: async () => void (await errors.flush(2000)) },

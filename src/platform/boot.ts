@@ -1,4 +1,5 @@
-import { describeError, type Logger } from './log.js';
+import { errorCode, rootCause } from './error-chain.js';
+import type { Logger } from './log.js';
 
 export type StepKind = 'hard' | 'advisory';
 
@@ -14,10 +15,10 @@ export class BootFailure extends Error {
     readonly step: string,
     override readonly cause: unknown,
   ) {
-    const reason = describeError(cause);
-    super(`boot failed at step "${step}": ${reason.code ? `${reason.code} ` : ''}${reason.message}`, {
-      cause,
-    });
+    const code = errorCode(cause);
+    const root = rootCause(cause);
+    const message = root instanceof Error ? root.message : String(root);
+    super(`boot failed at step "${step}": ${code ? `${code} ` : ''}${message}`, { cause });
   }
 }
 

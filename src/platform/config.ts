@@ -14,6 +14,7 @@ export interface Config {
   poolMaxLifetimeSeconds: number;
   probeTimeoutMs: number;
   shutdownTimeoutMs: number;
+  shutdownDelayMs: number;
   logLevel: LogLevel;
   sentryDsn: string | undefined;
 }
@@ -53,6 +54,7 @@ const envSchema = z.object({
   POOL_MAX_LIFETIME_S: int(1, 86_400, 300),
   PROBE_TIMEOUT_MS: int(50, 60_000, 2000),
   SHUTDOWN_TIMEOUT_MS: int(0, 600_000, 25_000),
+  SHUTDOWN_DELAY_MS: int(0, 600_000, 0),
   LOG_LEVEL: z
     .enum(['debug', 'info', 'warn', 'error'], { error: () => 'must be one of debug, info, warn, error' })
     .optional()
@@ -84,6 +86,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     poolMaxLifetimeSeconds: e.POOL_MAX_LIFETIME_S,
     probeTimeoutMs: e.PROBE_TIMEOUT_MS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
     logLevel: e.LOG_LEVEL,
     sentryDsn: e.SENTRY_DSN,
   };

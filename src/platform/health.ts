@@ -4,7 +4,7 @@ import type { ReadinessGate } from './gate.js';
 
 export interface HealthOptions {
   gate: ReadinessGate;
-  probe: { check(): Promise<ProbeResult> };
+  probe: { check(): Promise<ProbeResult>; readonly last: ProbeResult | undefined };
 }
 
 const LIVE = JSON.stringify({ status: 'ok' });
@@ -22,7 +22,10 @@ export function healthRoutes({ gate, probe }: HealthOptions): Hono {
   // Readiness is the gate AND a fresh write probe; a read-only database is not ready.
   routes.get('/readyz', async (c) => {
     const boot = gate.state;
-    const database = await probe.check();
+    // A draining or failed server is unavailable whatever the database says: answer at once with
+    // the last known database status instead of waiting on a probe.
+    const settled = boot === 'draining' || boot === 'failed';
+    const database = settled && probe.last ? probe.last : await probe.check();
     const ready = boot === 'ok' && database.status === 'ok';
     const body: Record<string, unknown> = {
       status: ready ? 'ok' : 'unavailable',

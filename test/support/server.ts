@@ -95,9 +95,13 @@ export async function spawnServer(options: SpawnOptions = {}): Promise<ServerPro
         const check = () => {
           const hit = logs.find(predicate);
           if (hit) return finish(() => done(hit));
-          if (hasExited) return finish(() => fail(new Error(`server exited before the log line; logs:\n${dump()}`)));
+          if (hasExited)
+            return finish(() => fail(new Error(`server exited before the log line; logs:\n${dump()}`)));
         };
-        const timer = setTimeout(() => finish(() => fail(new Error(`log line not seen in time; logs:\n${dump()}`))), timeoutMs);
+        const timer = setTimeout(
+          () => finish(() => fail(new Error(`log line not seen in time; logs:\n${dump()}`))),
+          timeoutMs,
+        );
         const finish = (settle: () => void) => {
           clearTimeout(timer);
           waiters.delete(check);

@@ -75,11 +75,21 @@ export async function schemaState(pool: DatabasePool, migrations: Migration[]): 
   return { status: applied < bundled ? 'behind' : 'ahead', applied, bundled };
 }
 
+// Looks before creating: CREATE ... IF NOT EXISTS checks the CREATE privilege first, and a
+// least-privilege role with nothing pending must still be able to boot.
 async function ensureTable(session: SqlSession): Promise<void> {
+  if (await tableExists(session)) return;
   await session.query('CREATE SCHEMA IF NOT EXISTS drizzle');
   await session.query(
     `CREATE TABLE IF NOT EXISTS ${TABLE} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint)`,
   );
+}
+
+async function tableExists(session: SqlSession): Promise<boolean> {
+  const { rows } = await session.query<{ exists: boolean }>(
+    `SELECT to_regclass('${TABLE}') IS NOT NULL AS exists`,
+  );
+  return rows[0]?.exists === true;
 }
 
 async function lastAppliedAt(session: SqlSession): Promise<number> {

@@ -1,3 +1,4 @@
+import { errorCode } from '../error-chain.js';
 import type { Logger } from '../log.js';
 import type { DatabaseHandle } from './handle.js';
 
@@ -41,14 +42,25 @@ interface ProbeRow extends Record<string, unknown> {
 
 export class WriteProbe {
   #inFlight: Promise<ProbeResult> | undefined;
+  #last: ProbeResult | undefined;
 
   constructor(private readonly options: WriteProbeOptions) {}
 
+  /** The most recent settled result, if any. */
+  get last(): ProbeResult | undefined {
+    return this.#last;
+  }
+
   /** Concurrent callers share the probe in flight; the next call after it settles runs a new one. */
   check(): Promise<ProbeResult> {
-    this.#inFlight ??= this.#run().finally(() => {
-      this.#inFlight = undefined;
-    });
+    this.#inFlight ??= this.#run()
+      .then((result) => {
+        this.#last = result;
+        return result;
+      })
+      .finally(() => {
+        this.#inFlight = undefined;
+      });
     return this.#inFlight;
   }
 
@@ -91,12 +103,4 @@ export class WriteProbe {
     void app.dispose('probe read_only');
     return { status: 'read_only', latencyMs, reason };
   }
-}
-
-export function errorCode(err: unknown): string | undefined {
-  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string') return code;
-  }
-  return undefined;
 }

@@ -1,0 +1,180 @@
+import { createConnection } from 'node:net';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDatabase } from './support/databases.js';
+import { startFaultProxy } from './support/fault-proxy.js';
+import { freePort } from './support/ports.js';
+import { type Cluster, startCluster } from './support/postgres.js';
+import { type LogLine, spawnServer } from './support/server.js';
+
+// Keep in step with src/platform/db/migrate.ts: the test holds the same lock to stall a migration.
+const MIGRATION_LOCK_KEY = '4875233190112093';
+
+let cluster: Cluster;
+beforeAll(async () => {
+  cluster = await startCluster();
+});
+afterAll(async () => {
+  await cluster?.remove();
+});
+
+const portAccepts = (port: number) =>
+  new Promise<boolean>((done) => {
+    const socket = createConnection({ port, host: '127.0.0.1' });
+    socket.once('connect', () => {
+      socket.destroy();
+      done(true);
+    });
+    socket.once('error', () => done(false));
+  });
+
+const stepOrder = (logs: LogLine[]) => logs.filter((l) => l.msg === 'boot step').map((l) => l.step);
+
+describe('boot contract', () => {
+  it('runs the steps in order and binds the port only after migrations', async () => {
+    const url = await freshDatabase(cluster);
+    const holder = new pg.Client(url);
+    await holder.connect();
+    await holder.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    const server = await spawnServer({ env: { DATABASE_URL: url } });
+    try {
+      await server.waitForLog((l) => l.msg === 'boot step' && l.step === 'open pool');
+      // The migration waits on our lock: the listener must not be bound yet.
+      await new Promise((r) => setTimeout(r, 500));
+      expect(await portAccepts(server.port)).toBe(false);
+      expect(stepOrder(server.logs)).not.toContain('migrate');
+
+      await holder.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+      await server.waitForReady();
+      expect(stepOrder(server.logs)).toEqual([
+        'telemetry',
+        'logging',
+        'error tracking',
+        'open pool',
+        'migrate',
+        'load registry',
+        'bind listener',
+        'start loops',
+        'open gate',
+      ]);
+      const res = await server.get('/readyz');
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ status: 'ok', checks: { boot: 'ok', database: 'ok' } });
+      expect(await server.stop()).toBe(0);
+    } finally {
+      await holder.end();
+      server.kill('SIGKILL');
+    }
+  });
+
+  it('exits 1 naming the step when the database is unreachable, never binding the port', async () => {
+    const deadPort = await freePort();
+    const server = await spawnServer({
+      env: { DATABASE_URL: `postgres://postgres@127.0.0.1:${deadPort}/x` },
+    });
+    expect(await server.exited).toBe(1);
+    const failure = server.logs.find((l) => l.level === 'error');
+    expect(failure?.msg).toMatch(/boot failed at step "open pool": ECONNREFUSED/);
+    expect(server.logs.some((l) => l.msg === 'listening')).toBe(false);
+  });
+
+  it('bounds an unanswered database by PROBE_TIMEOUT_MS', async () => {
+    const proxy = await startFaultProxy(cluster.port);
+    proxy.blackhole(true);
+    const started = Date.now();
+    const server = await spawnServer({
+      env: { DATABASE_URL: `postgres://postgres@127.0.0.1:${proxy.port}/postgres`, PROBE_TIMEOUT_MS: '800' },
+    });
+    try {
+      expect(await server.exited).toBe(1);
+      // Bounded by the probe timeout (800 ms) plus process start-up, not by TCP's own timeouts.
+      expect(Date.now() - started).toBeLessThan(5000);
+      const failure = server.logs.find((l) => l.level === 'error');
+      expect(failure?.msg).toMatch(/boot failed at step "open pool": database ping took longer than 800 ms/);
+      expect(await portAccepts(server.port)).toBe(false);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('exits 1 when a migration cannot be applied', async () => {
+    const url = await freshDatabase(cluster);
+    const db = new pg.Client(url);
+    await db.connect();
+    // A conflicting table makes the first migration's CREATE TABLE fail, as a broken migration would.
+    await db.query('CREATE TABLE organizations (id int)');
+    await db.end();
+    const server = await spawnServer({ env: { DATABASE_URL: url } });
+    expect(await server.exited).toBe(1);
+    const failure = server.logs.find((l) => l.level === 'error');
+    expect(failure?.msg).toMatch(/boot failed at step "migrate": 42P07/);
+    expect(server.logs.some((l) => l.msg === 'listening')).toBe(false);
+    // Nothing half-applied: the migration ran in one transaction.
+    const check = await cluster.query(
+      `SELECT to_regclass('health_heartbeat') IS NULL AS absent FROM pg_database WHERE datname = current_database()`,
+    );
+    expect(check.rows[0]?.absent).toBe(true);
+  });
+
+  it('exits 1 when the registry cannot be read', async () => {
+    const url = await freshDatabase(cluster);
+    const first = await spawnServer({ env: { DATABASE_URL: url } });
+    await first.waitForReady();
+    expect(await first.stop()).toBe(0);
+
+    // A role that can do everything the boot needs except read the organizations table.
+    const role = `app_${Date.now()}`;
+    const admin = new pg.Client(url);
+    await admin.connect();
+    await admin.query(`CREATE ROLE ${role} LOGIN`);
+    await admin.query(`GRANT USAGE ON SCHEMA drizzle TO ${role}`);
+    await admin.query(`GRANT SELECT ON drizzle.__drizzle_migrations TO ${role}`);
+    await admin.query(`GRANT SELECT, INSERT, UPDATE ON health_heartbeat TO ${role}`);
+    await admin.end();
+
+    const roleUrl = new URL(url);
+    roleUrl.username = role;
+    const server = await spawnServer({ env: { DATABASE_URL: roleUrl.toString() } });
+    expect(await server.exited).toBe(1);
+    const failure = server.logs.find((l) => l.level === 'error');
+    expect(failure?.msg).toMatch(/boot failed at step "load registry": 42501/);
+    expect(server.logs.some((l) => l.msg === 'listening')).toBe(false);
+  });
+
+  it('treats a malformed SENTRY_DSN as advisory: warns and serves', async () => {
+    const url = await freshDatabase(cluster);
+    const dsn = 'not a dsn, but secret-looking s3cr3t';
+    const server = await spawnServer({ env: { DATABASE_URL: url, SENTRY_DSN: dsn } });
+    try {
+      await server.waitForReady();
+      const warning = server.logs.find((l) => l.level === 'warn' && l.step === 'error tracking');
+      expect(warning).toBeDefined();
+      expect(JSON.stringify(server.logs)).not.toContain('s3cr3t');
+      expect((await server.get('/readyz')).status).toBe(200);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('boots three replicas at once against one empty database, applying each migration once', async () => {
+    const url = await freshDatabase(cluster);
+    const servers = await Promise.all([1, 2, 3].map(() => spawnServer({ env: { DATABASE_URL: url } })));
+    try {
+      await Promise.all(servers.map((s) => s.waitForReady()));
+      for (const s of servers) expect((await s.get('/readyz')).status).toBe(200);
+      const appliers = servers.filter((s) => s.logs.some((l) => l.msg === 'migrations applied'));
+      expect(appliers).toHaveLength(1);
+      const db = new pg.Client(url);
+      await db.connect();
+      const { rows } = await db.query(
+        'SELECT hash, count(*)::int AS n FROM drizzle.__drizzle_migrations GROUP BY hash',
+      );
+      await db.end();
+      const { migrations } = await import('../src/app/migrations.gen.js');
+      expect(rows).toHaveLength(migrations.length);
+      expect(rows.every((r) => r.n === 1)).toBe(true);
+    } finally {
+      await Promise.all(servers.map((s) => s.stop()));
+    }
+  });
+});
