@@ -1,4 +1,5 @@
 import { Toucan } from 'toucan-js';
+import { redactParams } from './log.js';
 
 export interface ErrorTracker {
   capture(err: unknown, context?: Record<string, string>): void;
@@ -25,14 +26,22 @@ export interface ErrorTrackerOptions {
 export function createErrorTracker(dsn: string, options: ErrorTrackerOptions = {}): ErrorTracker {
   assertDsn(dsn);
   const { waitUntil, ...rest } = options;
-  const toucan = new Toucan({ dsn, ...rest, ...(waitUntil ? { context: { waitUntil } } : {}) });
-  return {
-    capture(err, context) {
-      toucan.withScope((scope) => {
-        if (context) scope.setTags(context);
-        scope.captureException(err);
-      });
+  const toucan = new Toucan({
+    dsn,
+    ...rest,
+    ...(waitUntil ? { context: { waitUntil } } : {}),
+    // Query parameters in wrapped driver errors can be credentials or customer data.
+    beforeSend(event) {
+      for (const exception of event.exception?.values ?? []) {
+        if (exception.value) exception.value = redactParams(exception.value);
+      }
+      return event;
     },
+  });
+  return {
+    // Tags travel as the event's capture context: withScope() would clone the client, and flush()
+    // on ours would then not wait for the event.
+    capture: (err, context) => void toucan.captureException(err, { captureContext: { tags: context ?? {} } }),
     flush: async (timeoutMs) => (await toucan.getClient()?.flush(timeoutMs)) ?? true,
   };
 }

@@ -64,7 +64,7 @@ export function describeError(err: unknown, depth = 0): ErrorSummary {
 }
 
 // DrizzleQueryError puts bound parameters (hashes, ciphertexts, tenant ids) into its message.
-function redactParams(message: string): string {
+export function redactParams(message: string): string {
   const at = message.indexOf('\nparams:');
   return at === -1 ? message : `${message.slice(0, at)}\nparams: [redacted]`;
 }
