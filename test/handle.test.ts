@@ -1,0 +1,74 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/platform/config.js';
+import { createDriver } from '../src/platform/db/driver.js';
+import { DatabaseHandle } from '../src/platform/db/handle.js';
+import { createLogger } from '../src/platform/log.js';
+import { type Cluster, startCluster } from './support/postgres.js';
+
+let cluster: Cluster;
+beforeAll(async () => {
+  cluster = await startCluster();
+});
+afterAll(async () => {
+  await cluster?.remove();
+});
+
+const quiet = createLogger('error', {}, () => {});
+
+describe('database handle', () => {
+  it('builds lazily, rebuilds after dispose, and disposes once per generation', async () => {
+    const config = loadConfig({ DATABASE_URL: cluster.url() });
+    const handle = new DatabaseHandle(createDriver(config, quiet), 'app', quiet);
+    try {
+      expect(handle.stats()).toEqual({ total: 0, idle: 0, waiting: 0 });
+      const first = handle.pool;
+      await first.query('SELECT 1');
+      const seen = handle.generation;
+
+      // Many callers failing on the same pool: one rebuild, not a stampede.
+      await Promise.all(Array.from({ length: 10 }, () => handle.dispose('test', seen)));
+      expect(handle.generation).toBe(seen + 1);
+      expect(handle.disposals).toBe(1);
+
+      const second = handle.pool;
+      expect(second).not.toBe(first);
+      expect((await second.query<{ one: number }>('SELECT 1 AS one')).rows[0]?.one).toBe(1);
+      await expect(first.query('SELECT 1')).rejects.toThrow();
+    } finally {
+      await handle.close();
+    }
+    expect(() => handle.pool).toThrow(/closed/);
+  });
+
+  it('lets queries in flight on a disposed pool finish', async () => {
+    const config = loadConfig({ DATABASE_URL: cluster.url() });
+    const handle = new DatabaseHandle(createDriver(config, quiet), 'app', quiet);
+    try {
+      const slow = handle.pool.query<{ v: number }>('SELECT pg_sleep(0.3), 7 AS v');
+      await new Promise((r) => setTimeout(r, 50));
+      const disposed = handle.dispose('test');
+      expect((await slow).rows[0]?.v).toBe(7);
+      await disposed;
+    } finally {
+      await handle.close();
+    }
+  });
+
+  it('keeps the process alive when an idle client is terminated by the server', async () => {
+    const config = loadConfig({ DATABASE_URL: cluster.url() });
+    const warnings: string[] = [];
+    const log = createLogger('warn', {}, (line) => warnings.push(line));
+    const handle = new DatabaseHandle(createDriver(config, log), 'app', log);
+    try {
+      await handle.pool.query('SELECT 1');
+      await cluster.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'honest-health:app'`,
+      );
+      await new Promise((r) => setTimeout(r, 200));
+      expect(warnings.some((w) => w.includes('idle database client failed'))).toBe(true);
+      expect((await handle.pool.query('SELECT 1')).rows).toHaveLength(1);
+    } finally {
+      await handle.close();
+    }
+  });
+});
