@@ -31,13 +31,15 @@ export interface ServerRuntime {
   listen: Listen;
   instanceId: string;
   exit(code: number): void;
+  /** Routes SIGTERM/SIGINT to the handler; called before boot so no signal finds the default handler. */
+  onSignal(handler: (signal: string) => void): void;
 }
 
 /**
- * The boot contract for long-lived processes (Node and Bun). Resolves with the signal handler once
- * the gate is open; on a hard failure it logs, reports, cleans up and exits 1 before ever listening.
+ * The boot contract for long-lived processes (Node and Bun). Resolves once the gate is open; on a
+ * hard failure it logs, reports, cleans up and exits 1 before ever listening.
  */
-export async function startServer(runtime: ServerRuntime): Promise<(signal: string) => Promise<void>> {
+export async function startServer(runtime: ServerRuntime): Promise<void> {
   let config: Config;
   try {
     config = loadConfig(runtime.env);
@@ -105,19 +107,7 @@ export async function startServer(runtime: ServerRuntime): Promise<(signal: stri
     await driver.close();
   };
 
-  try {
-    await runBoot(steps, log);
-  } catch (err) {
-    gate.fail();
-    if (err instanceof BootFailure) errors.capture(err, { step: err.step });
-    await errors.flush(2000);
-    // Ending a pool waits for its connection attempts; a failed boot should not wait on a dead host.
-    await withTimeout(closeDatabase(), 1000, 'closing the database').catch(() => {});
-    runtime.exit(1);
-    throw err;
-  }
-
-  return createShutdown({
+  const shutdown = createShutdown({
     gate,
     log,
     timeoutMs: config.shutdownTimeoutMs,
@@ -131,4 +121,17 @@ export async function startServer(runtime: ServerRuntime): Promise<(signal: stri
       { name: 'flush error tracking', run: async () => void (await errors.flush(2000)) },
     ],
   });
+  runtime.onSignal((signal) => void shutdown(signal));
+
+  try {
+    await runBoot(steps, log);
+  } catch (err) {
+    gate.fail();
+    if (err instanceof BootFailure) errors.capture(err, { step: err.step });
+    await errors.flush(2000);
+    // Ending a pool waits for its connection attempts; a failed boot should not wait on a dead host.
+    await withTimeout(closeDatabase(), 1000, 'closing the database').catch(() => {});
+    runtime.exit(1);
+    throw err;
+  }
 }

@@ -2,11 +2,12 @@ import { hostname } from 'node:os';
 import { startServer } from '../app/server.js';
 import { listenNode } from './node-listener.js';
 
-const shutdown = await startServer({
+await startServer({
   env: process.env,
   listen: listenNode,
   instanceId: process.env.FLY_MACHINE_ID ?? hostname(),
   exit: (code) => process.exit(code),
+  onSignal: (handler) => {
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => handler(signal));
+  },
 });
-
-for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => void shutdown(signal));

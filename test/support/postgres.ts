@@ -324,7 +324,9 @@ export async function startStandby(primary: Cluster, options: ClusterOptions = {
 
 /** Waits until `standby` has replayed everything `primary` has written so far. */
 export async function waitForReplay(primary: Cluster, standby: Cluster, timeoutMs = 15_000): Promise<void> {
-  const { rows } = await primary.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
+  // The insert position, not the write position: with synchronous_commit=off a commit record can
+  // still sit in WAL buffers, ahead of pg_current_wal_lsn().
+  const { rows } = await primary.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn()::text AS lsn');
   const target = rows[0]?.lsn;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
