@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../src/app/app.js';
+import { Registry } from '../src/app/registry.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
@@ -196,7 +197,7 @@ describe('readiness', () => {
       const probe = new WriteProbe({ probe: probeHandle, app, timeoutMs: 2000, instanceId: 'busy', log });
       const gate = new ReadinessGate();
       gate.open();
-      const http = createApp({ gate, probe, log, errors: disabledErrorTracker });
+      const http = createApp({ gate, probe, database: app, registry: new Registry(), log, errors: disabledErrorTracker });
 
       const busy = [app.pool.query('SELECT pg_sleep(3)'), app.pool.query('SELECT pg_sleep(3)')];
       const queued = app.pool.query('SELECT 1');

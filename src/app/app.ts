@@ -1,26 +1,52 @@
 import { Hono } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import type { DatabaseHandle } from '../platform/db/handle.js';
+import { poisonReason } from '../platform/db/poison.js';
+import { DatabaseUnavailableError } from '../platform/db/poison-retry.js';
 import type { ErrorTracker } from '../platform/error-tracking.js';
 import type { ReadinessGate } from '../platform/gate.js';
 import { type HealthOptions, healthRoutes } from '../platform/health.js';
 import type { Logger } from '../platform/log.js';
+import { requireApiKey } from './auth.js';
+import { ApiError, errorBody } from './errors.js';
+import { invoiceRoutes } from './invoices/routes.js';
+import type { Registry } from './registry.js';
 
 export interface AppDeps {
   gate: ReadinessGate;
   probe: HealthOptions['probe'];
+  database: DatabaseHandle;
+  registry: Registry;
   log: Logger;
   errors: ErrorTracker;
 }
 
-export function createApp({ gate, probe, log, errors }: AppDeps): Hono {
+export function createApp({ gate, probe, database, registry, log, errors }: AppDeps): Hono {
   const app = new Hono();
   app.route('/', healthRoutes({ gate, probe }));
 
-  app.notFound((c) => c.json({ error: { code: 'not_found', message: 'no such route' } }, 404));
-  // An unexpected error is logged and reported with its details; the client gets none of them.
+  const api = new Hono();
+  api.use('*', requireApiKey(registry));
+  api.route('/invoices', invoiceRoutes({ database, log }));
+  app.route('/api', api);
+
+  app.notFound((c) => c.json(errorBody('not_found', 'no such route'), 404));
   app.onError((err, c) => {
+    if (err instanceof ApiError) return c.json(errorBody(err.code, err.message, err.fields), err.status);
+    if (err instanceof HTTPException) return c.json(errorBody('bad_request', err.message), err.status);
+    // A failover in progress: the pool is already rebuilt, the client should simply come back.
+    const reason = err instanceof DatabaseUnavailableError ? err.reason : poisonReason(err);
+    if (reason !== undefined) {
+      if (!(err instanceof DatabaseUnavailableError)) void database.dispose(`poison in request: ${reason}`);
+      log.warn('request failed: database unavailable', { method: c.req.method, path: c.req.path, reason });
+      return c.json(errorBody('database_unavailable', 'the database is unavailable; retry shortly'), 503, {
+        'retry-after': '1',
+      });
+    }
+    // Anything else is a bug: logged and reported in full, answered without details.
     log.error('unhandled request error', { method: c.req.method, path: c.req.path, err });
     errors.capture(err, { path: c.req.path });
-    return c.json({ error: { code: 'internal', message: 'internal error' } }, 500);
+    return c.json(errorBody('internal', 'internal error'), 500);
   });
   return app;
 }

@@ -1,12 +1,84 @@
 import { sql } from 'drizzle-orm';
-import { pgTable, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { check, index, integer, jsonb, pgTable, text, timestamp, unique, uuid } from 'drizzle-orm/pg-core';
 
 export { healthHeartbeat } from '../platform/db/heartbeat.js';
 
+const id = () => uuid('id').primaryKey().default(sql`gen_random_uuid()`);
+const createdAt = () => timestamp('created_at', { withTimezone: true }).notNull().defaultNow();
+const updatedAt = () => timestamp('updated_at', { withTimezone: true }).notNull().defaultNow();
+
 export const organizations = pgTable('organizations', {
-  id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+  id: id(),
   name: text('name').notNull(),
   // sha256 of the API key; the key itself is shown once and never stored.
   apiKeyHash: text('api_key_hash').notNull().unique(),
-  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  createdAt: createdAt(),
 });
+
+export const CONNECTION_STATUSES = ['active', 'needs_reauth'] as const;
+
+export const xeroConnections = pgTable(
+  'xero_connections',
+  {
+    id: id(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organizations.id, { onDelete: 'cascade' }),
+    tenantId: text('tenant_id').notNull(),
+    tenantName: text('tenant_name'),
+    // AES-256-GCM ciphertexts (iv + ciphertext, base64); keys never touch the database.
+    accessTokenEnc: text('access_token_enc'),
+    refreshTokenEnc: text('refresh_token_enc').notNull(),
+    accessExpiresAt: timestamp('access_expires_at', { withTimezone: true }),
+    tokenVersion: integer('token_version').notNull().default(1),
+    status: text('status', { enum: CONNECTION_STATUSES }).notNull().default('active'),
+    refreshLeaseOwner: text('refresh_lease_owner'),
+    refreshLeaseExpiresAt: timestamp('refresh_lease_expires_at', { withTimezone: true }),
+    // Write-ahead record of a refresh in progress: which token version was sent to Xero, and when.
+    refreshStartedAt: timestamp('refresh_started_at', { withTimezone: true }),
+    refreshStartedVersion: integer('refresh_started_version'),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    unique('xero_connections_org_tenant_unique').on(t.organizationId, t.tenantId),
+    check('xero_connections_status_check', sql`${t.status} in ('active', 'needs_reauth')`),
+  ],
+);
+
+export const PUSH_STATUSES = ['queued', 'pushed', 'failed', 'dead', 'awaiting_connection'] as const;
+export type PushStatus = (typeof PUSH_STATUSES)[number];
+
+export const invoicePushes = pgTable(
+  'invoice_pushes',
+  {
+    id: id(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organizations.id, { onDelete: 'cascade' }),
+    connectionId: uuid('connection_id').references(() => xeroConnections.id, { onDelete: 'set null' }),
+    idempotencyKey: text('idempotency_key').notNull(),
+    // sha256 of the canonical request body: the same key with another body is a conflict.
+    requestHash: text('request_hash').notNull(),
+    payload: jsonb('payload').notNull(),
+    status: text('status', { enum: PUSH_STATUSES }).notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    nextAttemptAt: timestamp('next_attempt_at', { withTimezone: true }).notNull().defaultNow(),
+    leaseOwner: text('lease_owner'),
+    leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true }),
+    lastError: text('last_error'),
+    xeroInvoiceId: text('xero_invoice_id'),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    unique('invoice_pushes_org_key_unique').on(t.organizationId, t.idempotencyKey),
+    check('invoice_pushes_key_length_check', sql`char_length(${t.idempotencyKey}) between 1 and 128`),
+    check(
+      'invoice_pushes_status_check',
+      sql`${t.status} in ('queued', 'pushed', 'failed', 'dead', 'awaiting_connection')`,
+    ),
+    index('invoice_pushes_due_idx').on(t.status, t.nextAttemptAt),
+    index('invoice_pushes_org_created_idx').on(t.organizationId, t.createdAt, t.id),
+  ],
+);

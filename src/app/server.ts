@@ -4,6 +4,7 @@ import { type Config, ConfigError, loadConfig } from '../platform/config.js';
 import { createDriver } from '../platform/db/driver.js';
 import { DatabaseHandle } from '../platform/db/handle.js';
 import { migrate } from '../platform/db/migrate.js';
+import { withPoisonRetry } from '../platform/db/poison-retry.js';
 import { WriteProbe } from '../platform/db/probe.js';
 import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../platform/error-tracking.js';
 import { ReadinessGate } from '../platform/gate.js';
@@ -31,6 +32,8 @@ export interface ServerRuntime {
   listen: Listen;
   instanceId: string;
   exit(code: number): void;
+  /** For the Neon WebSocket driver where the runtime has no global WebSocket (Node 20). */
+  webSocket?: unknown;
   /** Routes SIGTERM/SIGINT to the handler; called before boot so no signal finds the default handler. */
   onSignal(handler: (signal: string) => void): void;
 }
@@ -54,18 +57,24 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
   const gate = new ReadinessGate();
   const registry = new Registry();
   let errors: ErrorTracker = disabledErrorTracker;
-  const driver = createDriver(config, log);
-  const app = new DatabaseHandle(driver, 'app', log);
-  const probeHandle = new DatabaseHandle(driver, 'probe', log);
+  const driver = createDriver(config, log, { webSocket: runtime.webSocket });
+  const database = new DatabaseHandle(driver, 'app', log);
+  const probeDatabase = new DatabaseHandle(driver, 'probe', log);
   const probe = new WriteProbe({
-    probe: probeHandle,
-    app,
+    probe: probeDatabase,
+    app: database,
     timeoutMs: config.probeTimeoutMs,
     instanceId: runtime.instanceId,
     log,
   });
-  // The invoice retry and token refresh loops register here once they exist.
   const loops = new Scheduler(log);
+  // Organizations created or removed elsewhere (the CLI, another replica) reach this process here.
+  loops.register({
+    name: 'registry refresh',
+    intervalMs: config.registryRefreshMs,
+    run: () =>
+      withPoisonRetry(database, (db) => registry.load(db), { retry: true, source: 'registry refresh', log }),
+  });
   let listener: Listener | undefined;
 
   const steps: BootStep[] = [
@@ -84,16 +93,16 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
       kind: 'hard',
       run: async () => {
         await driver.ready();
-        await withTimeout(app.pool.query('SELECT 1'), config.probeTimeoutMs, 'database ping');
+        await withTimeout(database.pool.query('SELECT 1'), config.probeTimeoutMs, 'database ping');
       },
     },
-    { name: 'migrate', kind: 'hard', run: async () => void (await migrate(app.pool, migrations, log)) },
-    { name: 'load registry', kind: 'hard', run: () => registry.load(app.db) },
+    { name: 'migrate', kind: 'hard', run: async () => void (await migrate(database.pool, migrations, log)) },
+    { name: 'load registry', kind: 'hard', run: () => registry.load(database.db) },
     {
       name: 'bind listener',
       kind: 'hard',
       run: async () => {
-        const http = createApp({ gate, probe, log, errors });
+        const http = createApp({ gate, probe, database, registry, log, errors });
         listener = await runtime.listen(http.fetch, config.port, config.host);
         log.info('listening', { host: config.host, port: listener.port });
       },
@@ -103,7 +112,7 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
   ];
 
   const closeDatabase = async () => {
-    await Promise.allSettled([app.close(), probeHandle.close()]);
+    await Promise.allSettled([database.close(), probeDatabase.close()]);
     await driver.close();
   };
 

@@ -4,7 +4,12 @@ import type { LogLevel } from './log.js';
 // Environment -> typed configuration. Every bad variable is reported in one message, and messages
 // never include the value: a mistyped DATABASE_URL still holds a password.
 
-export type DatabaseConfig = { driver: 'pglite'; dataDir: string } | { driver: 'pg'; url: string };
+export const DATABASE_DRIVERS = ['pglite', 'pg', 'neon-http', 'neon-ws'] as const;
+export type NetworkDriver = Exclude<(typeof DATABASE_DRIVERS)[number], 'pglite'>;
+
+export type DatabaseConfig =
+  | { driver: 'pglite'; dataDir: string }
+  | { driver: NetworkDriver; url: string; neonLocalProxy?: string };
 
 export interface Config {
   port: number;
@@ -15,6 +20,7 @@ export interface Config {
   probeTimeoutMs: number;
   shutdownTimeoutMs: number;
   shutdownDelayMs: number;
+  registryRefreshMs: number;
   logLevel: LogLevel;
   sentryDsn: string | undefined;
 }
@@ -35,26 +41,39 @@ const int = (min: number, max: number, fallback: number) =>
       return n;
     });
 
+const isPostgresUrl = (v: string) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v);
+
 const databaseUrl = z
   .string()
   .optional()
-  .transform((v, ctx): DatabaseConfig => {
-    if (v === undefined) return { driver: 'pglite', dataDir: DEFAULT_PGLITE_DIR };
-    if (v === 'memory://') return { driver: 'pglite', dataDir: v };
-    if (/^postgres(ql)?:\/\//.test(v) && URL.canParse(v)) return { driver: 'pg', url: v };
-    ctx.addIssue({ code: 'custom', message: 'must be unset, memory:// or a postgres:// URL' });
-    return z.NEVER;
+  .refine((v) => v === undefined || v === 'memory://' || isPostgresUrl(v), {
+    message: 'must be unset, memory:// or a postgres:// URL',
+  });
+
+const localProxyUrl = z
+  .string()
+  .optional()
+  .refine((v) => v === undefined || (/^https?:\/\//.test(v) && URL.canParse(v)), {
+    message: 'must be an http:// URL of the local Neon proxy',
   });
 
 const envSchema = z.object({
   PORT: int(0, 65535, 8080),
   HOST: z.string().optional().default('0.0.0.0'),
   DATABASE_URL: databaseUrl,
+  DATABASE_DRIVER: z
+    .enum(['auto', ...DATABASE_DRIVERS], {
+      error: () => 'must be one of auto, pglite, pg, neon-http, neon-ws',
+    })
+    .optional()
+    .default('auto'),
+  NEON_LOCAL_PROXY: localProxyUrl,
   POOL_MAX: int(1, 1000, 10),
   POOL_MAX_LIFETIME_S: int(1, 86_400, 300),
   PROBE_TIMEOUT_MS: int(50, 60_000, 2000),
   SHUTDOWN_TIMEOUT_MS: int(0, 600_000, 25_000),
   SHUTDOWN_DELAY_MS: int(0, 600_000, 0),
+  REGISTRY_REFRESH_MS: int(100, 3_600_000, 5000),
   LOG_LEVEL: z
     .enum(['debug', 'info', 'warn', 'error'], { error: () => 'must be one of debug, info, warn, error' })
     .optional()
@@ -78,16 +97,36 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`));
   }
   const e = parsed.data;
+  const database = databaseConfig(e.DATABASE_URL, e.DATABASE_DRIVER, e.NEON_LOCAL_PROXY);
+  if (typeof database === 'string') throw new ConfigError([database]);
   return {
     port: e.PORT,
     host: e.HOST,
-    database: e.DATABASE_URL,
+    database,
     poolMax: e.POOL_MAX,
     poolMaxLifetimeSeconds: e.POOL_MAX_LIFETIME_S,
     probeTimeoutMs: e.PROBE_TIMEOUT_MS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
+    registryRefreshMs: e.REGISTRY_REFRESH_MS,
     logLevel: e.LOG_LEVEL,
     sentryDsn: e.SENTRY_DSN,
   };
+}
+
+// auto: the embedded database without a URL, node-postgres with one (Workers choose Neon themselves).
+function databaseConfig(
+  url: string | undefined,
+  driver: 'auto' | DatabaseConfig['driver'],
+  neonLocalProxy: string | undefined,
+): DatabaseConfig | string {
+  const embedded = url === undefined || url === 'memory://';
+  if (driver === 'auto') driver = embedded ? 'pglite' : 'pg';
+  if (driver === 'pglite') {
+    return embedded
+      ? { driver, dataDir: url ?? DEFAULT_PGLITE_DIR }
+      : 'DATABASE_DRIVER pglite takes no postgres:// URL';
+  }
+  if (embedded) return `DATABASE_DRIVER ${driver} needs a postgres:// DATABASE_URL`;
+  return { driver, url, ...(neonLocalProxy ? { neonLocalProxy } : {}) };
 }

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { WebSocket } from 'ws';
 import { startServer } from '../app/server.js';
 import { listenNode } from './node-listener.js';
 
@@ -7,6 +8,7 @@ await startServer({
   listen: listenNode,
   instanceId: process.env.FLY_MACHINE_ID ?? hostname(),
   exit: (code) => process.exit(code),
+  webSocket: WebSocket,
   onSignal: (handler) => {
     for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => handler(signal));
   },

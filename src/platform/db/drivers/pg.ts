@@ -2,6 +2,7 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import type { Logger } from '../../log.js';
 import type { DatabaseDriver, DatabasePool, PoolRole } from '../types.js';
+import { type PgCompatiblePool, wrapPgCompatiblePool } from './pg-compatible.js';
 
 export interface PgDriverOptions {
   url: string;
@@ -34,25 +35,10 @@ function createPool(options: PgDriverOptions, role: PoolRole): DatabasePool {
     application_name: `honest-health:${role}`,
     ...(probe ? { query_timeout: options.probeTimeoutMs } : {}),
   });
-  // Without a listener an idle client's error (server restart, failover) crashes the process.
-  pool.on('error', (err) => options.log.warn('idle database client failed', { pool: role, err }));
-
-  return {
-    db: drizzle({ client: pool }),
-    query: (text, params) => pool.query(text, params),
-    async withSession(fn) {
-      const client = await pool.connect();
-      try {
-        const result = await fn(client);
-        client.release();
-        return result;
-      } catch (err) {
-        // Destroy rather than reuse: the session may hold a lock or sit in an aborted transaction.
-        client.release(err instanceof Error ? err : true);
-        throw err;
-      }
-    },
-    stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
-    end: () => pool.end(),
-  };
+  return wrapPgCompatiblePool(
+    pool as unknown as PgCompatiblePool,
+    drizzle({ client: pool }),
+    role,
+    options.log,
+  );
 }

@@ -1,0 +1,135 @@
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import { z } from 'zod';
+import type { DatabaseHandle } from '../../platform/db/handle.js';
+import { withPoisonRetry } from '../../platform/db/poison-retry.js';
+import type { Database } from '../../platform/db/types.js';
+import type { Logger } from '../../platform/log.js';
+import { hex } from '../api-keys.js';
+import type { AuthEnv } from '../auth.js';
+import { ApiError, errorBody } from '../errors.js';
+import { PUSH_STATUSES } from '../schema.js';
+import { fieldErrors, idempotencyKey, invoiceInput } from './input.js';
+import { createPush, findPush, listPushes } from './store.js';
+import { decodeCursor, encodeCursor, pushView } from './view.js';
+
+export const MAX_BODY_BYTES = 1024 * 1024;
+const DEFAULT_PAGE = 50;
+const MAX_PAGE = 200;
+
+export interface InvoiceRoutesDeps {
+  database: DatabaseHandle;
+  log: Logger;
+}
+
+export function invoiceRoutes({ database, log }: InvoiceRoutesDeps) {
+  const routes = new Hono<AuthEnv>();
+  // Reads and idempotent writes may run once more on a fresh pool after a failover.
+  const run = <T>(fn: (db: Database) => Promise<T>) =>
+    withPoisonRetry(database, fn, { retry: true, source: 'request', log });
+
+  routes.post(
+    '/',
+    bodyLimit({
+      maxSize: MAX_BODY_BYTES,
+      onError: () => {
+        throw new ApiError(413, 'payload_too_large', `the body must be at most ${MAX_BODY_BYTES} bytes`);
+      },
+    }),
+    async (c) => {
+      const key = c.req.header('idempotency-key');
+      if (key === undefined || !idempotencyKey.safeParse(key).success) {
+        throw new ApiError(
+          400,
+          'invalid_idempotency_key',
+          'Idempotency-Key must be 1 to 128 visible ASCII characters',
+          [
+            {
+              path: 'Idempotency-Key',
+              message: key === undefined ? 'required' : 'must be 1 to 128 visible ASCII characters',
+            },
+          ],
+        );
+      }
+      const type = c.req.header('content-type') ?? '';
+      if (!/^application\/json\s*(;|$)/i.test(type)) {
+        throw new ApiError(415, 'unsupported_media_type', 'the body must be application/json');
+      }
+      let body: unknown;
+      try {
+        body = JSON.parse(await c.req.text());
+      } catch {
+        throw new ApiError(400, 'malformed_json', 'the body is not valid JSON');
+      }
+      const parsed = invoiceInput.safeParse(body);
+      if (!parsed.success) {
+        throw new ApiError(422, 'validation_failed', 'the invoice is not valid', fieldErrors(parsed.error));
+      }
+      const input = parsed.data;
+      const hash = hex(
+        new Uint8Array(
+          await crypto.subtle.digest('SHA-256', new TextEncoder().encode(JSON.stringify(input))),
+        ),
+      );
+      const organization = c.get('organization');
+      const { push, created } = await run((db) => createPush(db, organization.id, key, input, hash));
+      if (!created && push.requestHash !== hash) {
+        throw new ApiError(
+          409,
+          'idempotency_conflict',
+          'this Idempotency-Key was used with a different body',
+        );
+      }
+      return c.json(pushView(push), created ? 202 : 200);
+    },
+  );
+
+  routes.get('/:id', async (c) => {
+    const id = c.req.param('id');
+    const organization = c.get('organization');
+    const push = z.uuid().safeParse(id).success
+      ? await run((db) => findPush(db, organization.id, id))
+      : undefined;
+    if (!push) throw new ApiError(404, 'not_found', 'no such invoice');
+    return c.json(pushView(push));
+  });
+
+  const listQuery = z.strictObject({
+    status: z.enum(PUSH_STATUSES, { error: () => `must be one of ${PUSH_STATUSES.join(', ')}` }).optional(),
+    cursor: z.string().optional(),
+    limit: z.coerce
+      .number({ error: () => `must be an integer from 1 to ${MAX_PAGE}` })
+      .int()
+      .min(1)
+      .max(MAX_PAGE)
+      .optional(),
+  });
+
+  routes.get('/', async (c) => {
+    const parsed = listQuery.safeParse(c.req.query());
+    if (!parsed.success)
+      throw new ApiError(400, 'invalid_query', 'the query is not valid', fieldErrors(parsed.error));
+    const { status, cursor, limit = DEFAULT_PAGE } = parsed.data;
+    const after = cursor === undefined ? undefined : decodeCursor(cursor);
+    if (cursor !== undefined && !after) {
+      throw new ApiError(400, 'invalid_query', 'the query is not valid', [
+        { path: 'cursor', message: 'is not a cursor from this API' },
+      ]);
+    }
+    const organization = c.get('organization');
+    // One extra row tells whether another page exists without a count query.
+    const rows = await run((db) => listPushes(db, organization.id, { status, after, limit: limit + 1 }));
+    const page = rows.slice(0, limit);
+    const last = page.at(-1);
+    return c.json({
+      data: page.map(pushView),
+      nextCursor: rows.length > limit && last ? encodeCursor(last) : null,
+    });
+  });
+
+  routes.all('/', (c) =>
+    c.json(errorBody('method_not_allowed', 'use GET or POST'), 405, { allow: 'GET, POST' }),
+  );
+  routes.all('/:id', (c) => c.json(errorBody('method_not_allowed', 'use GET'), 405, { allow: 'GET' }));
+  return routes;
+}

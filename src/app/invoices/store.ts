@@ -1,0 +1,129 @@
+import { and, desc, eq, sql } from 'drizzle-orm';
+import type { Database } from '../../platform/db/types.js';
+import { invoicePushes, type PushStatus, xeroConnections } from '../schema.js';
+import type { InvoiceInput } from './input.js';
+
+// Every state change is a single statement, so the same code runs on pg, PGlite and Neon over HTTP.
+
+const columns = {
+  id: invoicePushes.id,
+  status: invoicePushes.status,
+  idempotencyKey: invoicePushes.idempotencyKey,
+  requestHash: invoicePushes.requestHash,
+  payload: invoicePushes.payload,
+  attempts: invoicePushes.attempts,
+  nextAttemptAt: invoicePushes.nextAttemptAt,
+  lastError: invoicePushes.lastError,
+  xeroInvoiceId: invoicePushes.xeroInvoiceId,
+  createdAt: invoicePushes.createdAt,
+  updatedAt: invoicePushes.updatedAt,
+  // Exact (microsecond) creation time for cursors: a JS Date would round it and skip rows.
+  cursorAt: sql<string>`${invoicePushes.createdAt}::text`.as('cursor_at'),
+};
+
+export type PushRow = {
+  id: string;
+  status: PushStatus;
+  idempotencyKey: string;
+  requestHash: string;
+  payload: unknown;
+  attempts: number;
+  nextAttemptAt: Date;
+  lastError: string | null;
+  xeroInvoiceId: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  cursorAt: string;
+};
+
+export interface CreateResult {
+  push: PushRow;
+  created: boolean;
+}
+
+/**
+ * Writes the push durably before anything is sent to Xero. A repeated Idempotency-Key returns the
+ * existing row (created: false); the caller compares request hashes to tell a replay from a conflict.
+ */
+export async function createPush(
+  db: Database,
+  organizationId: string,
+  key: string,
+  input: InvoiceInput,
+  requestHash: string,
+): Promise<CreateResult> {
+  const [connection] = await db
+    .select({ id: xeroConnections.id })
+    .from(xeroConnections)
+    .where(and(eq(xeroConnections.organizationId, organizationId), eq(xeroConnections.status, 'active')))
+    .orderBy(xeroConnections.createdAt)
+    .limit(1);
+  const [inserted] = await db
+    .insert(invoicePushes)
+    .values({
+      organizationId,
+      connectionId: connection?.id ?? null,
+      idempotencyKey: key,
+      requestHash,
+      payload: input,
+      status: connection ? 'queued' : 'awaiting_connection',
+    })
+    .onConflictDoNothing({ target: [invoicePushes.organizationId, invoicePushes.idempotencyKey] })
+    .returning(columns);
+  if (inserted) return { push: inserted as PushRow, created: true };
+  const existing = await findByKey(db, organizationId, key);
+  // The conflicting row cannot vanish: pushes are never deleted while their organization exists.
+  if (!existing) throw new Error('idempotency conflict without an existing row');
+  return { push: existing, created: false };
+}
+
+async function findByKey(db: Database, organizationId: string, key: string): Promise<PushRow | undefined> {
+  const [row] = await db
+    .select(columns)
+    .from(invoicePushes)
+    .where(and(eq(invoicePushes.organizationId, organizationId), eq(invoicePushes.idempotencyKey, key)));
+  return row as PushRow | undefined;
+}
+
+/** Scoped to the organization: another organization's id reads as absent (404, not 403). */
+export async function findPush(
+  db: Database,
+  organizationId: string,
+  id: string,
+): Promise<PushRow | undefined> {
+  const [row] = await db
+    .select(columns)
+    .from(invoicePushes)
+    .where(and(eq(invoicePushes.organizationId, organizationId), eq(invoicePushes.id, id)));
+  return row as PushRow | undefined;
+}
+
+export interface ListOptions {
+  status?: PushStatus;
+  after?: { at: string; id: string };
+  limit: number;
+}
+
+/** Newest first, keyset-paginated on (created_at, id) so pages stay stable while rows arrive. */
+export async function listPushes(
+  db: Database,
+  organizationId: string,
+  options: ListOptions,
+): Promise<PushRow[]> {
+  const { status, after, limit } = options;
+  const rows = await db
+    .select(columns)
+    .from(invoicePushes)
+    .where(
+      and(
+        eq(invoicePushes.organizationId, organizationId),
+        status ? eq(invoicePushes.status, status) : undefined,
+        after
+          ? sql`(${invoicePushes.createdAt}, ${invoicePushes.id}) < (${after.at}::timestamptz, ${after.id}::uuid)`
+          : undefined,
+      ),
+    )
+    .orderBy(desc(invoicePushes.createdAt), desc(invoicePushes.id))
+    .limit(limit);
+  return rows as PushRow[];
+}

@@ -1,0 +1,32 @@
+import type { PushRow } from './store.js';
+
+/** What the API shows of a push: never the request hash or lease internals. */
+export function pushView(row: PushRow) {
+  return {
+    id: row.id,
+    status: row.status,
+    idempotencyKey: row.idempotencyKey,
+    invoice: row.payload,
+    attempts: row.attempts,
+    nextAttemptAt: row.status === 'queued' || row.status === 'failed' ? row.nextAttemptAt : null,
+    lastError: row.lastError,
+    xeroInvoiceId: row.xeroInvoiceId,
+    createdAt: row.createdAt,
+    updatedAt: row.updatedAt,
+  };
+}
+
+export function encodeCursor(row: PushRow): string {
+  return btoa(JSON.stringify([row.cursorAt, row.id])).replace(/=+$/, '');
+}
+
+export function decodeCursor(cursor: string): { at: string; id: string } | undefined {
+  try {
+    const [at, id] = JSON.parse(atob(cursor)) as unknown[];
+    if (typeof at !== 'string' || typeof id !== 'string') return undefined;
+    if (!/^[0-9a-f-]{36}$/.test(id) || Number.isNaN(Date.parse(at.replace(' ', 'T')))) return undefined;
+    return { at, id };
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,51 @@
+import type { Logger } from '../log.js';
+import type { DatabaseHandle } from './handle.js';
+import { poisonReason } from './poison.js';
+import type { Database } from './types.js';
+
+/** The database cannot take this work right now (failover in progress): retry later. */
+export class DatabaseUnavailableError extends Error {
+  override name = 'DatabaseUnavailableError';
+  constructor(
+    readonly reason: string,
+    options: { cause: unknown },
+  ) {
+    super(`database unavailable (${reason})`, options);
+  }
+}
+
+export interface PoisonRetryOptions {
+  /** Run once more on a fresh pool: only for work that is safe to repeat. */
+  retry: boolean;
+  /** What was running, for the log and the disposal reason: "request", "tick retry-pushes". */
+  source: string;
+  log: Logger;
+}
+
+/**
+ * Runs `fn` against the handle's current pool. A pool-poisoning error (read-only node, broken
+ * connection) disposes that pool — once, however many callers hit it — and, when allowed, runs
+ * `fn` exactly once more on a fresh pool. A poison error that is not retried, or strikes again,
+ * becomes DatabaseUnavailableError; any other error passes through untouched.
+ */
+export async function withPoisonRetry<T>(
+  handle: DatabaseHandle,
+  fn: (db: Database) => Promise<T>,
+  options: PoisonRetryOptions,
+): Promise<T> {
+  const attempt = async (final: boolean): Promise<T> => {
+    const generation = handle.generation;
+    try {
+      return await fn(handle.db);
+    } catch (err) {
+      const reason = poisonReason(err);
+      if (reason === undefined) throw err;
+      options.log.warn('database pool poisoned', { source: options.source, reason, retrying: !final });
+      // The swap is synchronous; ending the old pool waits for its queries, so it is not awaited.
+      void handle.dispose(`poison in ${options.source}: ${reason}`, generation);
+      if (final) throw new DatabaseUnavailableError(reason, { cause: err });
+      return attempt(true);
+    }
+  };
+  return attempt(!options.retry);
+}

@@ -1,0 +1,88 @@
+// Is this error a sign that the connection (or the whole pool) is pointed at the wrong server or is
+// broken? Then the caller disposes the pool and retries once on a fresh one (DESIGN.md §3).
+// Everything else (constraint, syntax and data errors, serialization failures, statement timeouts,
+// application bugs) is about the query, so rebuilding the pool would only add load.
+
+// 25006: read-only transaction, we are on a standby or a demoted primary.
+// 57P01/57P02/57P03: admin shutdown/terminate, crash of another backend, cannot connect now.
+const SQLSTATES = new Set(['25006', '57P01', '57P02', '57P03']);
+// SQLSTATE class 08: connection exception (08000, 08003, 08006, 08001, 08004, 08P01, ...).
+const CONNECTION_EXCEPTION = /^08[0-9A-Z]{3}$/;
+
+// Socket errno codes (ECONNREFUSED: the old primary is gone, a fresh pool finds the new one) and
+// postgres.js's own connection codes.
+const TRANSPORT_CODES = new Set([
+  'ECONNRESET',
+  'EPIPE',
+  'ECONNREFUSED',
+  'ETIMEDOUT',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+]);
+
+// Anchored, so that the query text inside a wrapper's message ("Failed query: ...") never matches.
+const MESSAGES: ReadonlyArray<readonly [RegExp, string]> = [
+  // node-postgres (and the Neon WebSocket driver, its fork) when the socket ends under a client;
+  // also pg-pool's "Connection terminated due to connection timeout".
+  [/^Connection terminated/, 'connection terminated'],
+  [/^Client has encountered a connection error and is not queryable/, 'not queryable'],
+  // libpq-based drivers when a TLS session dies.
+  [/^SSL connection has been closed unexpectedly|^SSL SYSCALL error/, 'ssl closed'],
+  // Neon HTTP driver: fetch() itself failed (the TypeError is on `sourceError`, not `cause`).
+  [/^Error connecting to database: /, 'http transport'],
+];
+// Neon HTTP driver: any status but 400 (which carries a Postgres error) is "Server error (HTTP status N)".
+const NEON_HTTP_5XX = /^Server error \(HTTP status (5\d\d)\)/;
+
+const MAX_DEPTH = 8;
+const MAX_NODES = 32;
+
+function reasonOf(e: object): string | undefined {
+  const { code, message, type, target } = e as Record<string, unknown>;
+  if (typeof code === 'string') {
+    if (SQLSTATES.has(code) || CONNECTION_EXCEPTION.test(code) || TRANSPORT_CODES.has(code)) return code;
+  }
+  if (typeof message === 'string') {
+    for (const [pattern, reason] of MESSAGES) if (pattern.test(message)) return reason;
+    const status = NEON_HTTP_5XX.exec(message)?.[1];
+    if (status !== undefined) return `http ${status}`;
+  }
+  // The Neon WebSocket driver passes the socket's 'error' event through as the error itself: an
+  // Event, not an Error (in Node, ws's ErrorEvent with the real Error on `.error`).
+  if (!(e instanceof Error) && type === 'error' && typeof target === 'object' && target !== null) {
+    return 'websocket error';
+  }
+  return undefined;
+}
+
+// Where wrapped errors hide: `cause` (Drizzle's DrizzleQueryError, pg-pool, fetch), `sourceError`
+// (NeonDbError), `errors` (AggregateError: localhost tries ::1 and 127.0.0.1), `error` (ErrorEvent).
+function inner(e: object): unknown[] {
+  const { cause, sourceError, errors, error } = e as Record<string, unknown>;
+  return [cause, sourceError, ...(Array.isArray(errors) ? errors : []), error];
+}
+
+/** A short, secret-free label for why `err` poisons its pool (for logs and metrics); else undefined. */
+export function poisonReason(err: unknown): string | undefined {
+  // Breadth first: the outermost meaningful label wins. Bounded, and cycle-safe.
+  let level: unknown[] = [err];
+  const seen = new Set<object>();
+  for (let depth = 0; depth < MAX_DEPTH && level.length > 0; depth++) {
+    const next: unknown[] = [];
+    for (const e of level) {
+      if (typeof e !== 'object' || e === null || seen.has(e) || seen.size >= MAX_NODES) continue;
+      seen.add(e);
+      const reason = reasonOf(e);
+      if (reason !== undefined) return reason;
+      next.push(...inner(e));
+    }
+    level = next;
+  }
+  return undefined;
+}
+
+/** True when `err` means the connection or pool is broken or read-only: dispose it and retry once. */
+export function isPoisoned(err: unknown): boolean {
+  return poisonReason(err) !== undefined;
+}
