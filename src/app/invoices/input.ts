@@ -19,7 +19,7 @@ const text = (max: number) =>
     // tabs and newlines are fine.
     .refine((s) => !hasControlCharacter(s), 'must not contain control characters');
 
-function hasControlCharacter(s: string): boolean {
+export function hasControlCharacter(s: string): boolean {
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     if ((c < 0x20 && c !== 0x09 && c !== 0x0a && c !== 0x0d) || c === 0x7f) return true;

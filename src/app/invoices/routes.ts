@@ -32,9 +32,11 @@ export function invoiceRoutes({ database, log }: InvoiceRoutesDeps) {
     '/',
     bodyLimit({
       maxSize: MAX_BODY_BYTES,
-      onError: () => {
-        throw new ApiError(413, 'payload_too_large', `the body must be at most ${MAX_BODY_BYTES} bytes`);
-      },
+      // The rest of the body is never read, so the connection cannot be reused: say so.
+      onError: (c) =>
+        c.json(errorBody('payload_too_large', `the body must be at most ${MAX_BODY_BYTES} bytes`), 413, {
+          connection: 'close',
+        }),
     }),
     async (c) => {
       const key = c.req.header('idempotency-key');

@@ -24,7 +24,9 @@ export function decodeCursor(cursor: string): { at: string; id: string } | undef
   try {
     const [at, id] = JSON.parse(atob(cursor)) as unknown[];
     if (typeof at !== 'string' || typeof id !== 'string') return undefined;
-    if (!/^[0-9a-f-]{36}$/.test(id) || Number.isNaN(Date.parse(at.replace(' ', 'T')))) return undefined;
+    // Validated here, not by Postgres: a cast error there would be a 500 for a bad query string.
+    if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id)) return undefined;
+    if (!/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?[+-]\d{2}(:\d{2})?$/.test(at)) return undefined;
     return { at, id };
   } catch {
     return undefined;

@@ -32,8 +32,9 @@ const MESSAGES: ReadonlyArray<readonly [RegExp, string]> = [
   // Neon HTTP driver: fetch() itself failed (the TypeError is on `sourceError`, not `cause`).
   [/^Error connecting to database: /, 'http transport'],
 ];
-// Neon HTTP driver: any status but 400 (which carries a Postgres error) is "Server error (HTTP status N)".
-const NEON_HTTP_5XX = /^Server error \(HTTP status (5\d\d)\)/;
+// Neon HTTP driver: any status but 400 (a Postgres error) is "Server error (HTTP status N)". Only the
+// proxy/gateway failures count: 413 (request too large) and 507 (response too large) are the query's.
+const NEON_HTTP_STATUS = /^Server error \(HTTP status (50[0234])\)/;
 
 const MAX_DEPTH = 8;
 const MAX_NODES = 32;
@@ -45,7 +46,7 @@ function reasonOf(e: object): string | undefined {
   }
   if (typeof message === 'string') {
     for (const [pattern, reason] of MESSAGES) if (pattern.test(message)) return reason;
-    const status = NEON_HTTP_5XX.exec(message)?.[1];
+    const status = NEON_HTTP_STATUS.exec(message)?.[1];
     if (status !== undefined) return `http ${status}`;
   }
   // The Neon WebSocket driver passes the socket's 'error' event through as the error itself: an
