@@ -48,7 +48,6 @@ export interface Cluster {
 const DEFAULT_SETTINGS: Readonly<Record<string, string | number>> = {
   listen_addresses: '127.0.0.1',
   fsync: 'off',
-  synchronous_commit: 'off',
   wal_level: 'replica',
   max_wal_senders: 10,
   wal_keep_size: '256MB',
@@ -324,9 +323,9 @@ export async function startStandby(primary: Cluster, options: ClusterOptions = {
 
 /** Waits until `standby` has replayed everything `primary` has written so far. */
 export async function waitForReplay(primary: Cluster, standby: Cluster, timeoutMs = 15_000): Promise<void> {
-  // The insert position, not the write position: with synchronous_commit=off a commit record can
-  // still sit in WAL buffers, ahead of pg_current_wal_lsn().
-  const { rows } = await primary.query<{ lsn: string }>('SELECT pg_current_wal_insert_lsn()::text AS lsn');
+  // Commits are synchronous (cheap here: fsync is off), so the write position covers every commit
+  // made so far. (The insert position can point past a page header that no record fills for a while.)
+  const { rows } = await primary.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn');
   const target = rows[0]?.lsn;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
