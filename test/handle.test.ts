@@ -18,7 +18,9 @@ const quiet = createLogger('error', {}, () => {});
 describe('database handle', () => {
   it('builds lazily, rebuilds after dispose, and disposes once per generation', async () => {
     const config = loadConfig({ DATABASE_URL: cluster.url() });
-    const handle = new DatabaseHandle(createDriver(config, quiet), 'app', quiet);
+    const driver = createDriver(config, quiet);
+    await driver.ready();
+    const handle = new DatabaseHandle(driver, 'app', quiet);
     try {
       expect(handle.stats()).toEqual({ total: 0, idle: 0, waiting: 0 });
       const first = handle.pool;
@@ -42,7 +44,9 @@ describe('database handle', () => {
 
   it('lets queries in flight on a disposed pool finish', async () => {
     const config = loadConfig({ DATABASE_URL: cluster.url() });
-    const handle = new DatabaseHandle(createDriver(config, quiet), 'app', quiet);
+    const driver = createDriver(config, quiet);
+    await driver.ready();
+    const handle = new DatabaseHandle(driver, 'app', quiet);
     try {
       const slow = handle.pool.query<{ v: number }>('SELECT pg_sleep(0.3), 7 AS v');
       await new Promise((r) => setTimeout(r, 50));
@@ -58,7 +62,9 @@ describe('database handle', () => {
     const config = loadConfig({ DATABASE_URL: cluster.url() });
     const warnings: string[] = [];
     const log = createLogger('warn', {}, (line) => warnings.push(line));
-    const handle = new DatabaseHandle(createDriver(config, log), 'app', log);
+    const driver = createDriver(config, log);
+    await driver.ready();
+    const handle = new DatabaseHandle(driver, 'app', log);
     try {
       await handle.pool.query('SELECT 1');
       await cluster.query(

@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../src/app/app.js';
-import { Registry } from '../src/app/registry.js';
 import { migrations } from '../src/app/migrations.gen.js';
+import { Registry } from '../src/app/registry.js';
 import { loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { DatabaseHandle } from '../src/platform/db/handle.js';
@@ -190,6 +190,7 @@ describe('readiness', () => {
     const config = loadConfig({ DATABASE_URL: url, POOL_MAX: '2' });
     const log = createLogger('error', {}, () => {});
     const driver = createDriver(config, log);
+    await driver.ready();
     const app = new DatabaseHandle(driver, 'app', log);
     const probeHandle = new DatabaseHandle(driver, 'probe', log);
     try {
@@ -197,7 +198,14 @@ describe('readiness', () => {
       const probe = new WriteProbe({ probe: probeHandle, app, timeoutMs: 2000, instanceId: 'busy', log });
       const gate = new ReadinessGate();
       gate.open();
-      const http = createApp({ gate, probe, database: app, registry: new Registry(), log, errors: disabledErrorTracker });
+      const http = createApp({
+        gate,
+        probe,
+        database: app,
+        registry: new Registry(),
+        log,
+        errors: disabledErrorTracker,
+      });
 
       const busy = [app.pool.query('SELECT pg_sleep(3)'), app.pool.query('SELECT pg_sleep(3)')];
       const queued = app.pool.query('SELECT 1');

@@ -25,9 +25,9 @@ if (command !== 'create' && command !== 'remove') fail('usage: tools/org.ts crea
 
 const config = loadConfig(process.env);
 const driver = createDriver(config, log, { webSocket: WebSocket });
+await driver.ready();
 const pool = driver.createPool('app');
 try {
-  await driver.ready();
   await migrate(pool, migrations, log);
   if (command === 'create') {
     console.log(JSON.stringify(await createOrganization(pool.db, (values.name ?? '').trim())));

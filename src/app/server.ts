@@ -84,8 +84,8 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
     {
       name: 'error tracking',
       kind: 'advisory',
-      run: () => {
-        if (config.sentryDsn) errors = createErrorTracker(config.sentryDsn);
+      run: async () => {
+        if (config.sentryDsn) errors = await createErrorTracker(config.sentryDsn);
       },
     },
     {

@@ -27,7 +27,7 @@ export interface Config {
 
 export const DEFAULT_PGLITE_DIR = '.data/pglite';
 
-const int = (min: number, max: number, fallback: number) =>
+export const int = (min: number, max: number, fallback: number) =>
   z
     .string()
     .optional()
@@ -89,14 +89,37 @@ export class ConfigError extends Error {
   }
 }
 
-export function loadConfig(env: Record<string, string | undefined>): Config {
+export type Env = Record<string, string | undefined>;
+
+/** Parses the environment with a zod object schema; every problem lands in one ConfigError. */
+export function parseEnv<S extends z.ZodType>(schema: S, env: Env): z.output<S> {
   // An empty variable means unset: container platforms often export `FOO=` for absent values.
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
-  const parsed = envSchema.safeParse(present);
+  const parsed = schema.safeParse(present);
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`));
   }
-  const e = parsed.data;
+  return parsed.data;
+}
+
+/** Runs every loader and reports the problems of all of them together. */
+export function loadAll<T extends unknown[]>(...loaders: { [K in keyof T]: () => T[K] }): T {
+  const problems: string[] = [];
+  const results = loaders.map((load) => {
+    try {
+      return load();
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      problems.push(...err.problems);
+      return undefined;
+    }
+  });
+  if (problems.length > 0) throw new ConfigError(problems);
+  return results as T;
+}
+
+export function loadConfig(env: Env): Config {
+  const e = parseEnv(envSchema, env);
   const database = databaseConfig(e.DATABASE_URL, e.DATABASE_DRIVER, e.NEON_LOCAL_PROXY);
   if (typeof database === 'string') throw new ConfigError([database]);
   return {

@@ -1,4 +1,3 @@
-import { Toucan } from 'toucan-js';
 import { redactParams } from './log.js';
 
 export interface ErrorTracker {
@@ -23,8 +22,13 @@ export interface ErrorTrackerOptions {
  * A Sentry-protocol client over fetch (toucan-js), so Node, Bun and Workers report the same way.
  * Throws on a malformed DSN; the boot step that calls this is advisory.
  */
-export function createErrorTracker(dsn: string, options: ErrorTrackerOptions = {}): ErrorTracker {
+export async function createErrorTracker(
+  dsn: string,
+  options: ErrorTrackerOptions = {},
+): Promise<ErrorTracker> {
   assertDsn(dsn);
+  // Loaded only when a DSN is configured: the SDK is a noticeable share of boot time.
+  const { Toucan } = await import('toucan-js');
   const { waitUntil, ...rest } = options;
   const toucan = new Toucan({
     dsn,

@@ -1,17 +1,16 @@
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
-import { configureNeon } from './drivers/neon-config.js';
-import { createNeonHttpPool } from './drivers/neon-http.js';
-import { createNeonWsPool, withNeonSession } from './drivers/neon-ws.js';
 import { createPgDriver } from './drivers/pg.js';
 import { createPgliteDriver } from './drivers/pglite.js';
-import type { DatabaseDriver } from './types.js';
+import type { DatabaseDriver, SqlSession } from './types.js';
 
 export interface DriverEnvironment {
   /** A WebSocket constructor for the Neon driver where the runtime has no global one (Node 20). */
   webSocket?: unknown;
 }
 
+// Each driver imports its modules in ready(): loading every driver (PGlite's WASM glue, two Postgres
+// clients, several Drizzle dialects) would cost a few hundred milliseconds of boot for nothing.
 export function createDriver(
   config: Config,
   log: Logger,
@@ -29,12 +28,30 @@ export function createDriver(
     });
   }
 
-  configureNeon({ localProxy: database.neonLocalProxy, webSocket: environment.webSocket });
   const { url, driver } = database;
-  const session = <T>(fn: Parameters<typeof withNeonSession<T>>[1]) => withNeonSession(url, fn);
+  type NeonModules = [
+    typeof import('./drivers/neon-config.js'),
+    typeof import('./drivers/neon-http.js'),
+    typeof import('./drivers/neon-ws.js'),
+  ];
+  let neon: NeonModules | undefined;
+  const loaded = (): NeonModules => {
+    if (!neon) throw new Error(`the ${driver} driver is not ready`);
+    return neon;
+  };
+  const session = <T>(fn: (session: SqlSession) => Promise<T>) => loaded()[2].withNeonSession(url, fn);
   return {
     name: driver,
+    async ready() {
+      neon ??= await Promise.all([
+        import('./drivers/neon-config.js'),
+        import('./drivers/neon-http.js'),
+        import('./drivers/neon-ws.js'),
+      ]);
+      neon[0].configureNeon({ localProxy: database.neonLocalProxy, webSocket: environment.webSocket });
+    },
     createPool(role) {
+      const [, { createNeonHttpPool }, { createNeonWsPool }] = loaded();
       // On Neon the probe always goes over HTTP: it has no connection that a failover could pin.
       if (role === 'probe')
         return createNeonHttpPool({ url, timeoutMs: config.probeTimeoutMs, withSession: session });
@@ -50,7 +67,6 @@ export function createDriver(
         role,
       );
     },
-    ready: async () => {},
     close: async () => {},
   };
 }

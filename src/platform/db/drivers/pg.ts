@@ -1,5 +1,3 @@
-import { drizzle } from 'drizzle-orm/node-postgres';
-import pg from 'pg';
 import type { Logger } from '../../log.js';
 import type { DatabaseDriver, DatabasePool, PoolRole } from '../types.js';
 import { type PgCompatiblePool, wrapPgCompatiblePool } from './pg-compatible.js';
@@ -15,18 +13,30 @@ export interface PgDriverOptions {
 
 const PROBE_POOL_MAX = 2;
 
+type Modules = {
+  Pool: typeof import('pg').default.Pool;
+  drizzle: typeof import('drizzle-orm/node-postgres').drizzle;
+};
+
 export function createPgDriver(options: PgDriverOptions): DatabaseDriver {
+  let modules: Modules | undefined;
   return {
     name: 'pg',
-    createPool: (role) => createPool(options, role),
-    ready: async () => {},
+    async ready() {
+      const [pg, orm] = await Promise.all([import('pg'), import('drizzle-orm/node-postgres')]);
+      modules ??= { Pool: pg.default.Pool, drizzle: orm.drizzle };
+    },
+    createPool(role) {
+      if (!modules) throw new Error('the pg driver is not ready');
+      return createPool(modules, options, role);
+    },
     close: async () => {},
   };
 }
 
-function createPool(options: PgDriverOptions, role: PoolRole): DatabasePool {
+function createPool({ Pool, drizzle }: Modules, options: PgDriverOptions, role: PoolRole): DatabasePool {
   const probe = role === 'probe';
-  const pool = new pg.Pool({
+  const pool = new Pool({
     connectionString: options.url,
     max: probe ? PROBE_POOL_MAX : options.poolMax,
     maxLifetimeSeconds: options.maxLifetimeSeconds,

@@ -1,6 +1,5 @@
 import { mkdirSync } from 'node:fs';
-import { PGlite } from '@electric-sql/pglite';
-import { drizzle } from 'drizzle-orm/pglite';
+import type { PGlite } from '@electric-sql/pglite';
 import type { DatabaseDriver, DatabasePool } from '../types.js';
 
 export interface PgliteDriverOptions {
@@ -10,20 +9,24 @@ export interface PgliteDriverOptions {
 
 // PGlite is one embedded single-connection Postgres: every "pool" shares the instance, disposing a
 // pool never closes it (nothing can poison a connection that has no network), close() does.
+// Its modules load in ready(), so a server on a real Postgres never pays for them.
 export function createPgliteDriver(options: PgliteDriverOptions): DatabaseDriver {
   let instance: PGlite | undefined;
-  const client = (): PGlite => {
-    if (!instance) {
-      if (!options.dataDir.includes('://')) mkdirSync(options.dataDir, { recursive: true });
-      instance = new PGlite(options.dataDir);
-    }
-    return instance;
-  };
+  let drizzle: typeof import('drizzle-orm/pglite').drizzle | undefined;
 
   return {
     name: 'pglite',
+    async ready() {
+      if (instance) return instance.waitReady;
+      const [pglite, orm] = await Promise.all([import('@electric-sql/pglite'), import('drizzle-orm/pglite')]);
+      drizzle = orm.drizzle;
+      if (!options.dataDir.includes('://')) mkdirSync(options.dataDir, { recursive: true });
+      instance = new pglite.PGlite(options.dataDir);
+      await instance.waitReady;
+    },
     createPool(): DatabasePool {
-      const pglite = client();
+      if (!instance || !drizzle) throw new Error('the pglite driver is not ready');
+      const pglite = instance;
       return {
         db: drizzle({ client: pglite }),
         query: (text, params) => pglite.query(text, params),
@@ -32,7 +35,6 @@ export function createPgliteDriver(options: PgliteDriverOptions): DatabaseDriver
         end: async () => {},
       };
     },
-    ready: () => client().waitReady,
     async close() {
       await instance?.close();
       instance = undefined;

@@ -1,0 +1,83 @@
+import { z } from 'zod';
+import { type Env, int, parseEnv } from '../platform/config.js';
+
+export interface AppConfig {
+  /** Base64 of 32 bytes; undefined only with the embedded database, where a development key is made. */
+  tokenEncryptionKey: string | undefined;
+  xero: XeroConfig;
+  tickIntervalMs: number;
+  pushMaxAttempts: number;
+  pushBatchSize: number;
+}
+
+export interface XeroConfig {
+  apiUrl: string;
+  identityUrl: string;
+  clientId: string | undefined;
+  clientSecret: string | undefined;
+  timeoutMs: number;
+}
+
+const httpUrl = (fallback: string) =>
+  z
+    .string()
+    .optional()
+    .default(fallback)
+    .refine((v) => /^https?:\/\//.test(v) && URL.canParse(v), { message: 'must be an http(s) URL' })
+    .transform((v) => v.replace(/\/+$/, ''));
+
+const base64Key = z
+  .string()
+  .optional()
+  .refine((v) => v === undefined || /^[A-Za-z0-9+/]{43}=$/.test(v), {
+    message: 'must be 32 bytes, base64-encoded (openssl rand -base64 32)',
+  });
+
+const schema = z
+  .object({
+    DATABASE_URL: z.string().optional(),
+    TOKEN_ENCRYPTION_KEY: base64Key,
+    XERO_API_URL: httpUrl('https://api.xero.com'),
+    XERO_IDENTITY_URL: httpUrl('https://identity.xero.com'),
+    XERO_CLIENT_ID: z.string().optional(),
+    XERO_CLIENT_SECRET: z.string().optional(),
+    XERO_TIMEOUT_MS: int(100, 120_000, 10_000),
+    TICK_INTERVAL_MS: int(100, 3_600_000, 60_000),
+    PUSH_MAX_ATTEMPTS: int(1, 1000, 12),
+    PUSH_BATCH_SIZE: int(1, 1000, 50),
+  })
+  .superRefine((e, ctx) => {
+    // A real database holds real tokens: they are only ever encrypted with a key the operator owns.
+    const embedded = e.DATABASE_URL === undefined || e.DATABASE_URL === 'memory://';
+    if (!embedded && e.TOKEN_ENCRYPTION_KEY === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['TOKEN_ENCRYPTION_KEY'],
+        message: 'is required when DATABASE_URL is set',
+      });
+    }
+    if ((e.XERO_CLIENT_ID === undefined) !== (e.XERO_CLIENT_SECRET === undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['XERO_CLIENT_SECRET'],
+        message: 'must be set together with XERO_CLIENT_ID',
+      });
+    }
+  });
+
+export function loadAppConfig(env: Env): AppConfig {
+  const e = parseEnv(schema, env);
+  return {
+    tokenEncryptionKey: e.TOKEN_ENCRYPTION_KEY,
+    xero: {
+      apiUrl: e.XERO_API_URL,
+      identityUrl: e.XERO_IDENTITY_URL,
+      clientId: e.XERO_CLIENT_ID,
+      clientSecret: e.XERO_CLIENT_SECRET,
+      timeoutMs: e.XERO_TIMEOUT_MS,
+    },
+    tickIntervalMs: e.TICK_INTERVAL_MS,
+    pushMaxAttempts: e.PUSH_MAX_ATTEMPTS,
+    pushBatchSize: e.PUSH_BATCH_SIZE,
+  };
+}

@@ -1,0 +1,58 @@
+// AES-256-GCM through WebCrypto (the same code on Node, Bun and Workers) for secrets stored at rest.
+// A ciphertext is base64(iv || ciphertext+tag). The associated data binds it to its place (a row and
+// a column), so a ciphertext copied into another row does not decrypt.
+
+const IV_BYTES = 12;
+
+export interface SecretBox {
+  seal(plaintext: string, associatedData: string): Promise<string>;
+  open(sealed: string, associatedData: string): Promise<string>;
+}
+
+export async function createSecretBox(keyBase64: string): Promise<SecretBox> {
+  const raw = decodeBase64(keyBase64);
+  if (raw.length !== 32) throw new Error('the key must be 32 bytes, base64-encoded');
+  const key = await crypto.subtle.importKey('raw', raw, 'AES-GCM', false, ['encrypt', 'decrypt']);
+  const encoder = new TextEncoder();
+  return {
+    async seal(plaintext, associatedData) {
+      const iv = crypto.getRandomValues(new Uint8Array(IV_BYTES));
+      const sealed = await crypto.subtle.encrypt(
+        { name: 'AES-GCM', iv, additionalData: encoder.encode(associatedData) },
+        key,
+        encoder.encode(plaintext),
+      );
+      const out = new Uint8Array(IV_BYTES + sealed.byteLength);
+      out.set(iv);
+      out.set(new Uint8Array(sealed), IV_BYTES);
+      return encodeBase64(out);
+    },
+    async open(sealed, associatedData) {
+      const bytes = decodeBase64(sealed);
+      const plain = await crypto.subtle.decrypt(
+        { name: 'AES-GCM', iv: bytes.subarray(0, IV_BYTES), additionalData: encoder.encode(associatedData) },
+        key,
+        bytes.subarray(IV_BYTES),
+      );
+      return new TextDecoder().decode(plain);
+    },
+  };
+}
+
+export function generateKeyBase64(): string {
+  return encodeBase64(crypto.getRandomValues(new Uint8Array(32)));
+}
+
+function encodeBase64(bytes: Uint8Array): string {
+  let binary = '';
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return btoa(binary);
+}
+
+function decodeBase64(text: string): Uint8Array<ArrayBuffer> {
+  try {
+    return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+  } catch {
+    return new Uint8Array();
+  }
+}
