@@ -8,6 +8,7 @@ export interface AppConfig {
   tickIntervalMs: number;
   pushMaxAttempts: number;
   pushBatchSize: number;
+  backoff: { baseMs: number; maxMs: number };
 }
 
 export interface XeroConfig {
@@ -45,6 +46,8 @@ const schema = z
     TICK_INTERVAL_MS: int(100, 3_600_000, 60_000),
     PUSH_MAX_ATTEMPTS: int(1, 1000, 12),
     PUSH_BATCH_SIZE: int(1, 1000, 50),
+    PUSH_BACKOFF_BASE_MS: int(10, 3_600_000, 30_000),
+    PUSH_BACKOFF_MAX_MS: int(10, 86_400_000, 3_600_000),
   })
   .superRefine((e, ctx) => {
     // A real database holds real tokens: they are only ever encrypted with a key the operator owns.
@@ -79,5 +82,6 @@ export function loadAppConfig(env: Env): AppConfig {
     tickIntervalMs: e.TICK_INTERVAL_MS,
     pushMaxAttempts: e.PUSH_MAX_ATTEMPTS,
     pushBatchSize: e.PUSH_BATCH_SIZE,
+    backoff: { baseMs: e.PUSH_BACKOFF_BASE_MS, maxMs: e.PUSH_BACKOFF_MAX_MS },
   };
 }

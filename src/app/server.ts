@@ -1,6 +1,6 @@
 import type { BootStep } from '../platform/boot.js';
 import { BootFailure, runBoot } from '../platform/boot.js';
-import { type Config, ConfigError, loadConfig } from '../platform/config.js';
+import { type Config, ConfigError, loadAll, loadConfig } from '../platform/config.js';
 import { createDriver } from '../platform/db/driver.js';
 import { DatabaseHandle } from '../platform/db/handle.js';
 import { migrate } from '../platform/db/migrate.js';
@@ -9,12 +9,19 @@ import { WriteProbe } from '../platform/db/probe.js';
 import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../platform/error-tracking.js';
 import { ReadinessGate } from '../platform/gate.js';
 import { Scheduler } from '../platform/jobs/scheduler.js';
+import { createTickRunner } from '../platform/jobs/tick.js';
 import { createLogger } from '../platform/log.js';
+import { createSecretBox } from '../platform/secret-box.js';
 import { createShutdown } from '../platform/shutdown.js';
 import { withTimeout } from '../platform/timeout.js';
 import { createApp } from './app.js';
+import { type AppConfig, loadAppConfig } from './config.js';
+import { developmentKey } from './dev-key.js';
 import { migrations } from './migrations.gen.js';
 import { Registry } from './registry.js';
+import { registerTicks } from './ticks/register.js';
+
+const DEV_TOKEN_KEY_PATH = '.data/token-encryption-key';
 
 export type FetchHandler = (request: Request) => Response | Promise<Response>;
 
@@ -44,8 +51,12 @@ export interface ServerRuntime {
  */
 export async function startServer(runtime: ServerRuntime): Promise<void> {
   let config: Config;
+  let appConfig: AppConfig;
   try {
-    config = loadConfig(runtime.env);
+    [config, appConfig] = loadAll<[Config, AppConfig]>(
+      () => loadConfig(runtime.env),
+      () => loadAppConfig(runtime.env),
+    );
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     createLogger().error(err.message, { problems: err.problems });
@@ -76,6 +87,28 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
       withPoisonRetry(database, (db) => registry.load(db), { retry: true, source: 'registry refresh', log }),
   });
   let listener: Listener | undefined;
+
+  let tokenKey = appConfig.tokenEncryptionKey;
+  if (tokenKey === undefined) {
+    // Configuration allows this only with the embedded database.
+    const dev = developmentKey(DEV_TOKEN_KEY_PATH);
+    tokenKey = dev.key;
+    log.warn('using a development token encryption key; set TOKEN_ENCRYPTION_KEY for real data', {
+      path: DEV_TOKEN_KEY_PATH,
+      created: dev.created,
+    });
+  }
+  const box = await createSecretBox(tokenKey);
+  const runTick = createTickRunner(database, log, {
+    capture: (err, ctx) => errors.capture(err, ctx),
+    flush: (ms) => errors.flush(ms),
+  });
+  registerTicks(loops, runTick, {
+    config: appConfig,
+    box,
+    owner: `${runtime.instanceId}:${crypto.randomUUID().slice(0, 8)}`,
+    log,
+  });
 
   const steps: BootStep[] = [
     // Tracing arrives with the observability work; the step keeps its place in the order.

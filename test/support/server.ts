@@ -6,6 +6,8 @@ import { freePort } from './ports.js';
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const serverEntry = resolve(repoRoot, 'dist/node.js');
+/** A fixed key for tests only: 32 bytes, base64. */
+export const TEST_TOKEN_KEY = Buffer.alloc(32, 7).toString('base64');
 
 export interface LogLine {
   level: string;
@@ -44,7 +46,14 @@ export async function spawnServer(options: SpawnOptions = {}): Promise<ServerPro
   const port = options.port ?? (await freePort());
   const child = spawn(process.execPath, ['--enable-source-maps', serverEntry], {
     cwd: options.cwd ?? repoRoot,
-    env: { PATH: process.env.PATH, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'info', ...options.env },
+    env: {
+      PATH: process.env.PATH,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      LOG_LEVEL: 'info',
+      TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY,
+      ...options.env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   live.add(child);

@@ -1,0 +1,65 @@
+import type { Scheduler } from '../../platform/jobs/scheduler.js';
+import type { TickRunner } from '../../platform/jobs/tick.js';
+import type { Logger } from '../../platform/log.js';
+import type { SecretBox } from '../../platform/secret-box.js';
+import type { AppConfig } from '../config.js';
+import { createXeroClient } from '../xero/client.js';
+import { TenantLimiter } from '../xero/tenant-limiter.js';
+import { pushDueInvoices } from './push-invoices.js';
+import { refreshExpiringTokens } from './refresh-tokens.js';
+
+export const TICKS = { push: 'push-invoices', refresh: 'refresh-tokens' } as const;
+
+export interface TickSetup {
+  config: AppConfig;
+  box: SecretBox;
+  owner: string;
+  log: Logger;
+}
+
+/** The tick functions, ready to be run by a scheduler loop (Node, Bun) or a cron trigger (Workers). */
+export function createTicks({ config, box, owner, log }: TickSetup) {
+  const xero = createXeroClient(config.xero);
+  const limiter = new TenantLimiter();
+  // A lease outlives the slowest push (its timeout) with room to spare; an expired one is fair game.
+  const leaseMs = Math.max(60_000, config.xero.timeoutMs * 3);
+  return {
+    [TICKS.push]: (db: Parameters<typeof pushDueInvoices>[0]) =>
+      pushDueInvoices(db, {
+        xero,
+        box,
+        limiter,
+        owner,
+        maxAttempts: config.pushMaxAttempts,
+        batchSize: config.pushBatchSize,
+        leaseMs,
+        backoff: config.backoff,
+        log,
+      }),
+    [TICKS.refresh]: (db: Parameters<typeof refreshExpiringTokens>[0]) =>
+      refreshExpiringTokens(db, {
+        xero,
+        box,
+        owner,
+        refreshWithinMs: 10 * 60_000,
+        leaseMs,
+        batchSize: 50,
+        log,
+      }),
+  };
+}
+
+export function registerTicks(scheduler: Scheduler, runTick: TickRunner, setup: TickSetup): void {
+  if (!setup.config.xero.clientId) {
+    setup.log.warn('Xero is not configured (XERO_CLIENT_ID): the push and token-refresh ticks are off');
+    return;
+  }
+  const ticks = createTicks(setup);
+  for (const [name, tick] of Object.entries(ticks)) {
+    scheduler.register({
+      name,
+      intervalMs: setup.config.tickIntervalMs,
+      run: async () => void (await runTick<unknown>(name, tick)),
+    });
+  }
+}
