@@ -1,0 +1,108 @@
+import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import pg from 'pg';
+import { migrations } from '../../src/app/migrations.gen.js';
+import { createOrganization } from '../../src/app/organizations.js';
+import { saveConnection } from '../../src/app/xero/connections.js';
+import { loadConfig } from '../../src/platform/config.js';
+import { createDriver } from '../../src/platform/db/driver.js';
+import { DatabaseHandle } from '../../src/platform/db/handle.js';
+import { migrate } from '../../src/platform/db/migrate.js';
+import type { Database } from '../../src/platform/db/types.js';
+import { createLogger, type Logger } from '../../src/platform/log.js';
+import { createSecretBox, type SecretBox } from '../../src/platform/secret-box.js';
+import type { startXeroSandbox } from '../../tools/xero-sandbox/server.js';
+import { TEST_TOKEN_KEY } from './server.js';
+
+export type Sandbox = Awaited<ReturnType<typeof startXeroSandbox>>;
+
+export interface LogCapture {
+  log: Logger;
+  lines: Record<string, unknown>[];
+}
+
+export function captureLog(): LogCapture {
+  const lines: Record<string, unknown>[] = [];
+  return { log: createLogger('debug', {}, (line) => lines.push(JSON.parse(line))), lines };
+}
+
+/** A migrated database behind a real DatabaseHandle, as the server holds it. */
+export async function openDatabase(url: string, log: Logger): Promise<DatabaseHandle> {
+  const driver = createDriver(loadConfig({ DATABASE_URL: url }), log);
+  await driver.ready();
+  const handle = new DatabaseHandle(driver, 'app', log);
+  await migrate(handle.pool, migrations, log);
+  return handle;
+}
+
+export const testBox = (): Promise<SecretBox> => createSecretBox(TEST_TOKEN_KEY);
+
+export function xeroConfigFor(sandbox: Sandbox) {
+  return {
+    apiUrl: sandbox.url,
+    identityUrl: `${sandbox.url}/identity`,
+    clientId: 'sandbox-client',
+    clientSecret: 'sandbox-secret',
+    timeoutMs: 2000,
+  };
+}
+
+/** An organization connected to a fresh sandbox tenant through a real grant; returns its ids. */
+export async function connectedOrganization(
+  db: Database,
+  box: SecretBox,
+  sandbox: Sandbox,
+  name: string,
+  options: { accountCodes?: null | undefined } = { accountCodes: null },
+) {
+  const org = await createOrganization(db, name);
+  const tenant = sandbox.state.createTenant({ name, ...options });
+  const { tokens } = sandbox.state.createGrant({ tenantIds: [tenant.id] }) as unknown as {
+    tokens: { access_token: string; refresh_token: string; expires_in: number };
+  };
+  const connectionId = await saveConnection(db, box, {
+    organizationId: org.id,
+    tenantId: tenant.id,
+    tenantName: name,
+    tokens: {
+      accessToken: tokens.access_token,
+      refreshToken: tokens.refresh_token,
+      expiresAt: new Date(Date.now() + tokens.expires_in * 1000),
+    },
+  });
+  return { org, tenantId: tenant.id, connectionId };
+}
+
+export async function queuePush(db: Database, organizationId: string, key: string, payload?: unknown) {
+  const body = payload ?? {
+    contact: { name: 'Customer' },
+    lineItems: [{ description: 'Widget', quantity: '1', unitAmount: '10.00' }],
+    date: '2026-11-29',
+    currency: 'NZD',
+  };
+  const rows = await db.execute<{ id: string }>(sql`
+    INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
+    SELECT ${organizationId}, c.id, ${key}, 'test', ${JSON.stringify(body)}::jsonb,
+           CASE WHEN c.id IS NULL THEN 'awaiting_connection' ELSE 'queued' END
+    FROM (SELECT 1) one
+    LEFT JOIN xero_connections c ON c.organization_id = ${organizationId} AND c.status = 'active'
+    RETURNING id`);
+  const id = (rows as unknown as { rows: { id: string }[] }).rows[0]?.id;
+  if (!id) throw new Error('no push inserted');
+  return id;
+}
+
+export async function pushRow(url: string, id: string) {
+  const client = new pg.Client(url);
+  await client.connect();
+  try {
+    return (await client.query('SELECT * FROM invoice_pushes WHERE id = $1', [id])).rows[0];
+  } finally {
+    await client.end();
+  }
+}
+
+export function plainDb(url: string) {
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  return { db: drizzle({ client: pool }), end: () => pool.end() };
+}

@@ -1,0 +1,369 @@
+import { sql } from 'drizzle-orm';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { backoffMs, type PushTickDeps, pushDueInvoices } from '../src/app/ticks/push-invoices.js';
+import { type RefreshTickDeps, refreshExpiringTokens } from '../src/app/ticks/refresh-tokens.js';
+import { createXeroClient } from '../src/app/xero/client.js';
+import { TenantLimiter } from '../src/app/xero/tenant-limiter.js';
+import type { DatabaseHandle } from '../src/platform/db/handle.js';
+import { DatabaseUnavailableError } from '../src/platform/db/poison-retry.js';
+import type { Database } from '../src/platform/db/types.js';
+import { createTickRunner } from '../src/platform/jobs/tick.js';
+import type { SecretBox } from '../src/platform/secret-box.js';
+import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { freshDatabase } from './support/databases.js';
+import { type Cluster, startCluster } from './support/postgres.js';
+import {
+  captureLog,
+  connectedOrganization,
+  openDatabase,
+  pushRow,
+  queuePush,
+  type Sandbox,
+  testBox,
+  xeroConfigFor,
+} from './support/ticks.js';
+
+let cluster: Cluster;
+let sandbox: Sandbox;
+let url: string;
+let handle: DatabaseHandle;
+let box: SecretBox;
+const { log, lines } = captureLog();
+
+beforeAll(async () => {
+  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  url = await freshDatabase(cluster);
+  handle = await openDatabase(url, log);
+  box = await testBox();
+});
+afterAll(async () => {
+  await handle?.close();
+  await sandbox?.close();
+  await cluster?.remove();
+});
+
+// A real 25006 from a real server: a write inside a read-only transaction.
+const readOnlyWrite = (db: Database) =>
+  db.transaction(async (tx) => {
+    await tx.execute(sql`SET TRANSACTION READ ONLY`);
+    await tx.execute(sql`INSERT INTO health_heartbeat (instance_id) VALUES ('tick-test')`);
+  });
+
+describe('runTick', () => {
+  const captured: { err: unknown; context?: Record<string, string> }[] = [];
+  const errors = {
+    capture: (err: unknown, context?: Record<string, string>) => void captured.push({ err, context }),
+    flush: async () => true,
+  };
+
+  it('retries once on a fresh pool after a poison error', async () => {
+    const runTick = createTickRunner(handle, log, errors);
+    const generation = handle.generation;
+    let calls = 0;
+    const result = await runTick('retry-once', async (db) => {
+      calls += 1;
+      if (calls === 1) await readOnlyWrite(db);
+      return 'done';
+    });
+    expect(result).toBe('done');
+    expect(calls).toBe(2);
+    expect(handle.generation).toBe(generation + 1);
+  });
+
+  it('logs `tick crashed` and reports when the retry fails too', async () => {
+    const runTick = createTickRunner(handle, log, errors);
+    let calls = 0;
+    const failing = runTick('always-poisoned', async (db) => {
+      calls += 1;
+      await readOnlyWrite(db);
+    });
+    await expect(failing).rejects.toBeInstanceOf(DatabaseUnavailableError);
+    expect(calls).toBe(2);
+    expect(lines.some((l) => l.msg === 'tick crashed' && l.tick === 'always-poisoned')).toBe(true);
+    expect(captured.at(-1)?.context?.tick).toBe('always-poisoned');
+  });
+
+  it('does not retry an error that is not poison', async () => {
+    const runTick = createTickRunner(handle, log, errors);
+    const generation = handle.generation;
+    let calls = 0;
+    const failing = runTick('unique-violation', async (db) => {
+      calls += 1;
+      await db.execute(sql`INSERT INTO health_heartbeat (instance_id) VALUES ('dup') ON CONFLICT DO NOTHING`);
+      await db.execute(sql`INSERT INTO health_heartbeat (instance_id) VALUES ('dup')`);
+    });
+    await expect(failing).rejects.toMatchObject({ cause: { code: '23505' } });
+    expect(calls).toBe(1);
+    expect(handle.generation).toBe(generation);
+  });
+
+  it('never runs the same tick twice at once', async () => {
+    const runTick = createTickRunner(handle, log, errors);
+    let release!: () => void;
+    const first = runTick('slow', () => new Promise<string>((r) => (release = () => r('first'))));
+    expect(await runTick('slow', async () => 'second')).toBeUndefined();
+    release();
+    expect(await first).toBe('first');
+  });
+});
+
+function pushDeps(overrides: Partial<PushTickDeps> = {}): PushTickDeps {
+  return {
+    xero: createXeroClient(xeroConfigFor(sandbox)),
+    box,
+    limiter: new TenantLimiter(),
+    owner: 'replica-a',
+    maxAttempts: 12,
+    batchSize: 50,
+    leaseMs: 60_000,
+    backoff: { baseMs: 30_000, maxMs: 3_600_000 },
+    log,
+    ...overrides,
+  };
+}
+
+const makeDue = (id: string) =>
+  handle.db.execute(sql`UPDATE invoice_pushes SET next_attempt_at = now() WHERE id = ${id}`);
+const created = (tenantId: string) => sandbox.state.statsSnapshot().invoicesCreated[tenantId] ?? 0;
+
+describe('push tick', () => {
+  it('pushes a queued invoice and records the Xero id', async () => {
+    const { org, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Push Co');
+    const id = await queuePush(handle.db, org.id, 'k-happy');
+    const result = await pushDueInvoices(handle.db, pushDeps());
+    expect(result.pushed).toBeGreaterThanOrEqual(1);
+    const row = await pushRow(url, id);
+    expect(row).toMatchObject({ status: 'pushed', attempts: 1, lease_owner: null });
+    expect(row.xero_invoice_id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(created(tenantId)).toBe(1);
+  });
+
+  it('sends the same Idempotency-Key after a lost answer: Xero holds exactly one invoice', async () => {
+    const { org, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Lost Answer Co');
+    const id = await queuePush(handle.db, org.id, 'k-drop');
+    // Xero creates the invoice, then the answer never reaches us (as if our side failed over).
+    sandbox.state.faults.add({ target: 'invoices', kind: 'drop', count: 1 });
+    await pushDueInvoices(handle.db, pushDeps());
+    expect(await pushRow(url, id)).toMatchObject({ status: 'failed', attempts: 1 });
+    expect(created(tenantId)).toBe(1);
+
+    await makeDue(id);
+    await pushDueInvoices(handle.db, pushDeps());
+    const row = await pushRow(url, id);
+    expect(row).toMatchObject({ status: 'pushed', attempts: 2 });
+    expect(created(tenantId)).toBe(1);
+    const stored = [...(sandbox.state.tenants.get(tenantId)?.invoices.keys() ?? [])];
+    expect(stored).toEqual([row.xero_invoice_id]);
+  });
+
+  it('honours Retry-After on 429 without spending an attempt', async () => {
+    const { org } = await connectedOrganization(handle.db, box, sandbox, 'Rate Limited Co');
+    const id = await queuePush(handle.db, org.id, 'k-429');
+    sandbox.state.faults.add({ target: 'invoices', kind: '429', count: 1, retryAfterSeconds: 7 });
+    await pushDueInvoices(handle.db, pushDeps());
+    const row = await pushRow(url, id);
+    expect(row).toMatchObject({ status: 'queued', attempts: 0 });
+    const wait = new Date(row.next_attempt_at).getTime() - Date.now();
+    expect(wait).toBeGreaterThan(5000);
+    expect(wait).toBeLessThan(9000);
+  });
+
+  it('marks a push dead at once when Xero rejects it (400), with Xero’s message', async () => {
+    const { org } = await connectedOrganization(handle.db, box, sandbox, 'Invalid Co', {
+      accountCodes: undefined,
+    });
+    const id = await queuePush(handle.db, org.id, 'k-400', {
+      contact: { name: 'Customer' },
+      lineItems: [{ description: 'Widget', quantity: '1', unitAmount: '10.00', accountCode: 'NOPE' }],
+      date: '2026-11-29',
+      currency: 'NZD',
+    });
+    await pushDueInvoices(handle.db, pushDeps());
+    const row = await pushRow(url, id);
+    expect(row.status).toBe('dead');
+    expect(row.last_error).toMatch(/^Xero rejected the invoice: .*Account code/i);
+  });
+
+  it('backs off on 5xx and gives up after PUSH_MAX_ATTEMPTS', async () => {
+    const { org, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Flaky Co');
+    const id = await queuePush(handle.db, org.id, 'k-500');
+    sandbox.state.faults.add({ target: 'invoices', kind: '500', count: 2 });
+    await pushDueInvoices(handle.db, pushDeps({ maxAttempts: 2 }));
+    const first = await pushRow(url, id);
+    expect(first).toMatchObject({ status: 'failed', attempts: 1 });
+    const wait = new Date(first.next_attempt_at).getTime() - Date.now();
+    // Attempt 1 waits between half and all of the 30 s base.
+    expect(wait).toBeGreaterThan(13_000);
+    expect(wait).toBeLessThan(31_000);
+
+    await makeDue(id);
+    await pushDueInvoices(handle.db, pushDeps({ maxAttempts: 2 }));
+    const row = await pushRow(url, id);
+    expect(row).toMatchObject({ status: 'dead', attempts: 2 });
+    expect(row.last_error).toMatch(/gave up after 2 attempts/);
+    expect(created(tenantId)).toBe(0);
+  });
+
+  it('grows the back-off exponentially with jitter, capped', () => {
+    const backoff = { baseMs: 1000, maxMs: 60_000 };
+    for (let i = 0; i < 200; i++) {
+      const one = backoffMs(1, backoff);
+      const four = backoffMs(4, backoff);
+      const huge = backoffMs(30, backoff);
+      expect(one).toBeGreaterThanOrEqual(500);
+      expect(one).toBeLessThanOrEqual(1000);
+      expect(four).toBeGreaterThanOrEqual(4000);
+      expect(four).toBeLessThanOrEqual(8000);
+      expect(huge).toBeLessThanOrEqual(60_000);
+    }
+  });
+
+  it('leaves a push leased by a live replica alone, and takes it over once the lease expires', async () => {
+    const { org, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Lease Co');
+    const id = await queuePush(handle.db, org.id, 'k-lease');
+    await handle.db.execute(
+      sql`UPDATE invoice_pushes SET lease_owner = 'crashed-replica', lease_expires_at = now() + interval '1 minute', attempts = 1 WHERE id = ${id}`,
+    );
+    await pushDueInvoices(handle.db, pushDeps());
+    expect(await pushRow(url, id)).toMatchObject({ status: 'queued', lease_owner: 'crashed-replica' });
+
+    await handle.db.execute(
+      sql`UPDATE invoice_pushes SET lease_expires_at = now() - interval '1 second' WHERE id = ${id}`,
+    );
+    await pushDueInvoices(handle.db, pushDeps({ owner: 'replica-b' }));
+    expect(await pushRow(url, id)).toMatchObject({ status: 'pushed', attempts: 2, lease_owner: null });
+    expect(created(tenantId)).toBe(1);
+  });
+
+  it('on 401 expires the access token so the refresh tick renews it first', async () => {
+    const { org, connectionId } = await connectedOrganization(handle.db, box, sandbox, 'Revoked Token Co');
+    const id = await queuePush(handle.db, org.id, 'k-401');
+    const client = new pg.Client(url);
+    await client.connect();
+    const { rows } = await client.query(
+      'SELECT organization_id, tenant_id FROM xero_connections WHERE id = $1',
+      [connectionId],
+    );
+    const bogus = await box.seal(
+      'not-a-token',
+      `xero:${rows[0].organization_id}:${rows[0].tenant_id}:access`,
+    );
+    await client.query('UPDATE xero_connections SET access_token_enc = $1 WHERE id = $2', [
+      bogus,
+      connectionId,
+    ]);
+    await pushDueInvoices(handle.db, pushDeps());
+    const conn = await client.query(
+      'SELECT access_expires_at <= now() AS expired FROM xero_connections WHERE id = $1',
+      [connectionId],
+    );
+    await client.end();
+    expect(conn.rows[0].expired).toBe(true);
+    expect(await pushRow(url, id)).toMatchObject({
+      status: 'queued',
+      attempts: 0,
+      last_error: 'Xero answered 401',
+    });
+  });
+});
+
+function refreshDeps(overrides: Partial<RefreshTickDeps> = {}): RefreshTickDeps {
+  return {
+    xero: createXeroClient(xeroConfigFor(sandbox)),
+    box,
+    owner: 'replica-a',
+    refreshWithinMs: 10 * 60_000,
+    leaseMs: 60_000,
+    batchSize: 50,
+    log,
+    ...overrides,
+  };
+}
+
+async function connection(id: string) {
+  const client = new pg.Client(url);
+  await client.connect();
+  try {
+    return (await client.query('SELECT * FROM xero_connections WHERE id = $1', [id])).rows[0];
+  } finally {
+    await client.end();
+  }
+}
+
+const expireSoon = (id: string) =>
+  handle.db.execute(
+    sql`UPDATE xero_connections SET access_expires_at = now() + interval '5 minutes' WHERE id = ${id}`,
+  );
+
+describe('token refresh tick', () => {
+  it('refreshes a token about to expire, and the new tokens work', async () => {
+    const { org, connectionId, tenantId } = await connectedOrganization(
+      handle.db,
+      box,
+      sandbox,
+      'Refresh Co',
+    );
+    await expireSoon(connectionId);
+    const grantsBefore = sandbox.state.statsSnapshot().refreshGrants;
+    const result = await refreshExpiringTokens(handle.db, refreshDeps());
+    expect(result.refreshed).toBeGreaterThanOrEqual(1);
+    expect(sandbox.state.statsSnapshot().refreshGrants).toBeGreaterThan(grantsBefore);
+    const row = await connection(connectionId);
+    expect(row).toMatchObject({ status: 'active', token_version: 2, refresh_lease_owner: null });
+    expect(new Date(row.access_expires_at).getTime()).toBeGreaterThan(Date.now() + 20 * 60_000);
+    // Nothing is stored in the clear.
+    expect(JSON.stringify(row)).not.toMatch(/eyJ/);
+
+    await queuePush(handle.db, org.id, 'k-after-refresh');
+    await pushDueInvoices(handle.db, pushDeps());
+    expect(created(tenantId)).toBe(1);
+  });
+
+  it('survives a lost token answer: the retry reuses the old refresh token inside Xero’s grace window', async () => {
+    const { org, connectionId, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Grace Co');
+    await expireSoon(connectionId);
+    // Xero rotates the token, then its answer is lost (a failover between Xero's answer and our save).
+    sandbox.state.faults.add({ target: 'token', kind: 'drop', count: 1 });
+    const first = await refreshExpiringTokens(handle.db, refreshDeps());
+    expect(first.failed).toBeGreaterThanOrEqual(1);
+    expect((await connection(connectionId)).token_version).toBe(1);
+
+    const reusedBefore = sandbox.state.statsSnapshot().refreshReusedInGrace;
+    const second = await refreshExpiringTokens(handle.db, refreshDeps());
+    expect(second.refreshed).toBeGreaterThanOrEqual(1);
+    expect(sandbox.state.statsSnapshot().refreshReusedInGrace).toBe(reusedBefore + 1);
+    expect(await connection(connectionId)).toMatchObject({ status: 'active', token_version: 2 });
+
+    await queuePush(handle.db, org.id, 'k-after-grace');
+    await pushDueInvoices(handle.db, pushDeps());
+    expect(created(tenantId)).toBe(1);
+  });
+
+  it('marks a revoked connection needs_reauth', async () => {
+    const { connectionId } = await connectedOrganization(handle.db, box, sandbox, 'Revoked Co');
+    await expireSoon(connectionId);
+    for (const grant of sandbox.state.identity.grants()) {
+      if ([...grant.connections.keys()].length && grant.revokedAt === null) {
+        const row = await connection(connectionId);
+        if ([...grant.connections.keys()].includes(row.tenant_id))
+          sandbox.state.identity.revokeGrant(grant.authEventId, sandbox.state.now());
+      }
+    }
+    await refreshExpiringTokens(handle.db, refreshDeps());
+    expect((await connection(connectionId)).status).toBe('needs_reauth');
+  });
+
+  it('refreshes a connection once when two replicas tick together', async () => {
+    const { connectionId } = await connectedOrganization(handle.db, box, sandbox, 'Two Replicas Co');
+    await expireSoon(connectionId);
+    const grantsBefore = sandbox.state.statsSnapshot().refreshGrants;
+    const [a, b] = await Promise.all([
+      refreshExpiringTokens(handle.db, refreshDeps({ owner: 'replica-a' })),
+      refreshExpiringTokens(handle.db, refreshDeps({ owner: 'replica-b' })),
+    ]);
+    expect(a.refreshed + b.refreshed).toBe(1);
+    expect(sandbox.state.statsSnapshot().refreshGrants).toBe(grantsBefore + 1);
+    expect((await connection(connectionId)).token_version).toBe(2);
+  });
+});
