@@ -1,0 +1,105 @@
+import { sql } from 'drizzle-orm';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { freshDatabase } from './support/databases.js';
+import { type Cluster, startCluster } from './support/postgres.js';
+import { type ServerProcess, spawnServer } from './support/server.js';
+import { captureLog, connectedOrganization, openDatabase, type Sandbox, testBox } from './support/ticks.js';
+
+let cluster: Cluster;
+let sandbox: Sandbox;
+beforeAll(async () => {
+  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+});
+afterAll(async () => {
+  await sandbox?.close();
+  await cluster?.remove();
+});
+
+const TENANTS = 20;
+const PER_TENANT = 50;
+
+async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+function tickingServer(url: string): Promise<ServerProcess> {
+  return spawnServer({
+    env: {
+      DATABASE_URL: url,
+      XERO_API_URL: sandbox.url,
+      XERO_IDENTITY_URL: `${sandbox.url}/identity`,
+      XERO_CLIENT_ID: 'sandbox-client',
+      XERO_CLIENT_SECRET: 'sandbox-secret',
+      TICK_INTERVAL_MS: '200',
+      PUSH_BATCH_SIZE: '100',
+    },
+  });
+}
+
+describe('two replicas', () => {
+  it('push 1,000 invoices across 20 tenants exactly once, and refresh each connection once', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    const handle = await openDatabase(url, log);
+    const box = await testBox();
+    const tenants: string[] = [];
+    for (let i = 0; i < TENANTS; i++) {
+      const { org, tenantId, connectionId } = await connectedOrganization(
+        handle.db,
+        box,
+        sandbox,
+        `Replica Co ${i}`,
+      );
+      tenants.push(tenantId);
+      await handle.db.execute(sql`
+        INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
+        SELECT ${org.id}, ${connectionId}, 'bulk-' || n, 'test',
+               jsonb_build_object('contact', jsonb_build_object('name', 'Customer ' || n),
+                                  'lineItems', jsonb_build_array(jsonb_build_object('description', 'Item', 'quantity', '1', 'unitAmount', n || '.00')),
+                                  'date', '2026-11-29', 'currency', 'NZD'),
+               'queued'
+        FROM generate_series(1, ${PER_TENANT}) AS n`);
+    }
+    // Every access token expires within the refresh window: both replicas will want to refresh them.
+    await handle.db.execute(
+      sql`UPDATE xero_connections SET access_expires_at = now() + interval '9 minutes'`,
+    );
+    const refreshesBefore = sandbox.state.statsSnapshot().refreshGrants;
+    await handle.close();
+
+    const replicas = await Promise.all([tickingServer(url), tickingServer(url)]);
+    const db = new pg.Client(url);
+    await db.connect();
+    try {
+      await Promise.all(replicas.map((r) => r.waitForReady()));
+      await until(async () => {
+        const { rows } = await db.query(
+          `SELECT count(*)::int AS n FROM invoice_pushes WHERE status = 'pushed'`,
+        );
+        return rows[0].n === TENANTS * PER_TENANT;
+      }, 90_000);
+
+      const stats = sandbox.state.statsSnapshot();
+      for (const tenant of tenants) expect(stats.invoicesCreated[tenant]).toBe(PER_TENANT);
+      const { rows } = await db.query(
+        `SELECT count(DISTINCT xero_invoice_id)::int AS ids, count(*) FILTER (WHERE status <> 'pushed')::int AS other FROM invoice_pushes`,
+      );
+      expect(rows[0]).toEqual({ ids: TENANTS * PER_TENANT, other: 0 });
+      // Each connection refreshed once in this window, whichever replica got there first.
+      expect(stats.refreshGrants - refreshesBefore).toBe(TENANTS);
+      const versions = await db.query('SELECT DISTINCT token_version FROM xero_connections');
+      expect(versions.rows).toEqual([{ token_version: 2 }]);
+      // Both replicas really worked the queue.
+      expect(replicas.every((r) => r.child.exitCode === null)).toBe(true);
+    } finally {
+      await db.end();
+      await Promise.all(replicas.map((r) => r.stop()));
+    }
+  });
+});
