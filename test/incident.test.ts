@@ -1,0 +1,167 @@
+import { sql } from 'drizzle-orm';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { type FaultProxy, startFaultProxy } from './support/fault-proxy.js';
+import { type Cluster, startCluster, startStandby, waitForReplay } from './support/postgres.js';
+import { spawnServer } from './support/server.js';
+import { captureLog, connectedOrganization, openDatabase, type Sandbox, testBox } from './support/ticks.js';
+
+// The incident: the pool stays pinned to a demoted, read-only node while the background writes
+// (invoice pushes, token refreshes) fail with 25006. Here the ticks and /readyz must detect it,
+// dispose the pool and recover on the next tick, with nothing lost and no restart.
+
+let primary: Cluster;
+let standby: Cluster;
+let proxy: FaultProxy;
+let sandbox: Sandbox;
+
+beforeAll(async () => {
+  [primary, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  standby = await startStandby(primary);
+  proxy = await startFaultProxy(primary.port);
+});
+afterAll(async () => {
+  await proxy?.close();
+  await sandbox?.close();
+  await standby?.remove();
+  await primary?.remove();
+});
+
+async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (ok(v)) return v;
+    if (Date.now() > deadline) throw new Error(`condition not met in time; last value ${JSON.stringify(v)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const xeroEnv = () => ({
+  XERO_API_URL: sandbox.url,
+  XERO_IDENTITY_URL: `${sandbox.url}/identity`,
+  XERO_CLIENT_ID: 'sandbox-client',
+  XERO_CLIENT_SECRET: 'sandbox-secret',
+});
+
+describe('the incident, with the ticks', () => {
+  it('pinned to a read-only node: ticks and /readyz detect, dispose, and recover; nothing is lost', async () => {
+    const { log } = captureLog();
+    const handle = await openDatabase(primary.url(), log);
+    const box = await testBox();
+    const { org, tenantId, connectionId } = await connectedOrganization(
+      handle.db,
+      box,
+      sandbox,
+      'Incident Co',
+    );
+
+    const server = await spawnServer({
+      env: {
+        DATABASE_URL: `postgres://postgres@127.0.0.1:${proxy.port}/postgres`,
+        TICK_INTERVAL_MS: '300',
+        ...xeroEnv(),
+      },
+    });
+    const direct = new pg.Client(primary.url());
+    await direct.connect();
+    try {
+      await server.waitForReady();
+      // Pin: every connection the server opens from now on lands on the standby.
+      proxy.setTarget(standby.port);
+      proxy.dropAll();
+      await until(
+        async () => (await (await server.get('/readyz')).json()) as { checks: { database: string } },
+        (b) => b.checks.database === 'read_only',
+      );
+
+      // Work arrives while the server is pinned: 20 due pushes and a token about to expire.
+      await handle.db.execute(sql`
+        INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
+        SELECT ${org.id}, ${connectionId}, 'incident-' || n, 'test',
+               '{"contact":{"name":"C"},"lineItems":[{"description":"x","quantity":"1","unitAmount":"1"}],"date":"2026-11-29","currency":"NZD"}'::jsonb,
+               'queued'
+        FROM generate_series(1, 20) AS n`);
+      await handle.db.execute(
+        sql`UPDATE xero_connections SET access_expires_at = now() + interval '5 minutes'`,
+      );
+      await waitForReplay(primary, standby);
+      await server.waitForLog((l) => l.msg === 'tick crashed' && l.tick === 'push-invoices', 15_000);
+      expect(server.logs.some((l) => l.msg === 'database pool poisoned' && l.reason === '25006')).toBe(true);
+
+      // The failover completes: new connections reach the primary. Old ones stay pinned until disposed.
+      proxy.setTarget(primary.port);
+      const pushed = await until(
+        async () =>
+          (await direct.query(`SELECT count(*)::int AS n FROM invoice_pushes WHERE status = 'pushed'`))
+            .rows[0].n,
+        (n: number) => n === 20,
+      );
+      expect(pushed).toBe(20);
+      expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(20);
+      const conn = await until(
+        async () =>
+          (
+            await direct.query('SELECT status, token_version FROM xero_connections WHERE id = $1', [
+              connectionId,
+            ])
+          ).rows[0],
+        (c: { token_version: number; status: string }) => c.token_version === 2,
+      );
+      expect(conn.status).toBe('active');
+      const ready = await until(
+        async () => (await server.get('/readyz')).status,
+        (s) => s === 200,
+      );
+      expect(ready).toBe(200);
+      expect(server.child.exitCode).toBeNull();
+    } finally {
+      await direct.end();
+      await server.stop();
+      await handle.close();
+      proxy.setTarget(primary.port);
+    }
+  });
+
+  it('SIGTERM in the middle of a tick: shutdown awaits it and nothing is lost', async () => {
+    const { log } = captureLog();
+    await primary.query('CREATE DATABASE sigterm');
+    const url = primary.url('sigterm');
+    const handle = await openDatabase(url, log);
+    const box = await testBox();
+    const { org, connectionId } = await connectedOrganization(handle.db, box, sandbox, 'Slow Xero Co');
+    sandbox.state.setLimits({ latencyMs: 1500 });
+    const server = await spawnServer({ env: { DATABASE_URL: url, TICK_INTERVAL_MS: '200', ...xeroEnv() } });
+    try {
+      await server.waitForReady();
+      await handle.db.execute(sql`
+        INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
+        VALUES (${org.id}, ${connectionId}, 'slow-1', 'test',
+                '{"contact":{"name":"C"},"lineItems":[{"description":"x","quantity":"1","unitAmount":"1"}],"date":"2026-11-29","currency":"NZD"}'::jsonb,
+                'queued')`);
+      // Wait until the push is claimed (its lease written) and Xero is holding the request.
+      await until(
+        async () =>
+          (
+            await handle.pool.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM invoice_pushes WHERE lease_owner IS NOT NULL`,
+            )
+          ).rows[0]?.n ?? 0,
+        (n) => n === 1,
+      );
+      server.kill('SIGTERM');
+      expect(await server.exited).toBe(0);
+      const { rows } = await handle.pool.query<{ status: string; lease_owner: string | null }>(
+        `SELECT status, lease_owner FROM invoice_pushes WHERE idempotency_key = 'slow-1'`,
+      );
+      expect(rows[0]).toEqual({ status: 'pushed', lease_owner: null });
+      const stop = server.logs.find((l) => l.msg === 'shutdown stage' && l.stage === 'stop loops');
+      expect(Number(stop?.ms)).toBeGreaterThan(300);
+    } finally {
+      sandbox.state.setLimits({ latencyMs: 0 });
+      server.kill('SIGKILL');
+      await handle.close();
+    }
+  });
+});
