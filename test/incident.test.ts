@@ -6,6 +6,7 @@ import { type FaultProxy, startFaultProxy } from './support/fault-proxy.js';
 import { type Cluster, startCluster, startStandby, waitForReplay } from './support/postgres.js';
 import { spawnServer } from './support/server.js';
 import { captureLog, connectedOrganization, openDatabase, type Sandbox, testBox } from './support/ticks.js';
+import { until } from './support/until.js';
 
 // The incident: the pool stays pinned to a demoted, read-only node while the background writes
 // (invoice pushes, token refreshes) fail with 25006. Here the ticks and /readyz must detect it,
@@ -27,16 +28,6 @@ afterAll(async () => {
   await standby?.remove();
   await primary?.remove();
 });
-
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`condition not met in time; last value ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 const xeroEnv = () => ({
   XERO_API_URL: sandbox.url,

@@ -16,6 +16,7 @@ import { freshDatabase } from './support/databases.js';
 import { startFaultProxy } from './support/fault-proxy.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
+import { until } from './support/until.js';
 
 let cluster: Cluster;
 beforeAll(async () => {
@@ -31,15 +32,6 @@ async function readyz(server: ServerProcess, query = '') {
     status: res.status,
     body: (await res.json()) as { status: string; checks: Record<string, string> },
   };
-}
-
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await fn();
-    if (ok(value) || Date.now() > deadline) return value;
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {

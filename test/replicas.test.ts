@@ -6,6 +6,7 @@ import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
 import { captureLog, connectedOrganization, openDatabase, type Sandbox, testBox } from './support/ticks.js';
+import { until } from './support/until.js';
 
 let cluster: Cluster;
 let sandbox: Sandbox;
@@ -19,14 +20,6 @@ afterAll(async () => {
 
 const TENANTS = 20;
 const PER_TENANT = 50;
-
-async function until(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 function tickingServer(url: string): Promise<ServerProcess> {
   return spawnServer({
@@ -78,12 +71,13 @@ describe('two replicas', () => {
     await db.connect();
     try {
       await Promise.all(replicas.map((r) => r.waitForReady()));
-      await until(async () => {
-        const { rows } = await db.query(
-          `SELECT count(*)::int AS n FROM invoice_pushes WHERE status = 'pushed'`,
-        );
-        return rows[0].n === TENANTS * PER_TENANT;
-      }, 90_000);
+      await until(
+        async () =>
+          (await db.query(`SELECT count(*)::int AS n FROM invoice_pushes WHERE status = 'pushed'`)).rows[0].n,
+        (n: number) => n === TENANTS * PER_TENANT,
+        90_000,
+        200,
+      );
 
       const stats = sandbox.state.statsSnapshot();
       for (const tenant of tenants) expect(stats.invoicesCreated[tenant]).toBe(PER_TENANT);
