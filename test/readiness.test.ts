@@ -1,15 +1,13 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp } from '../src/app/app.js';
 import { migrations } from '../src/app/migrations.gen.js';
-import { Registry } from '../src/app/registry.js';
 import { loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { DatabaseHandle } from '../src/platform/db/handle.js';
 import { migrate } from '../src/platform/db/migrate.js';
 import { WriteProbe } from '../src/platform/db/probe.js';
-import { disabledErrorTracker } from '../src/platform/error-tracking.js';
 import { ReadinessGate } from '../src/platform/gate.js';
+import { healthRoutes } from '../src/platform/health.js';
 import { createLogger } from '../src/platform/log.js';
 import { burst } from './support/burst.js';
 import { freshDatabase } from './support/databases.js';
@@ -190,14 +188,7 @@ describe('readiness', () => {
       const probe = new WriteProbe({ probe: probeHandle, app, timeoutMs: 2000, instanceId: 'busy', log });
       const gate = new ReadinessGate();
       gate.open();
-      const http = createApp({
-        gate,
-        probe,
-        database: app,
-        registry: new Registry(),
-        log,
-        errors: disabledErrorTracker,
-      });
+      const http = healthRoutes({ gate, probe });
 
       const busy = [app.pool.query('SELECT pg_sleep(3)'), app.pool.query('SELECT pg_sleep(3)')];
       const queued = app.pool.query('SELECT 1');

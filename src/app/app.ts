@@ -7,10 +7,15 @@ import type { ErrorTracker } from '../platform/error-tracking.js';
 import type { ReadinessGate } from '../platform/gate.js';
 import { type HealthOptions, healthRoutes } from '../platform/health.js';
 import type { Logger } from '../platform/log.js';
+import type { SecretBox } from '../platform/secret-box.js';
 import { requireApiKey } from './auth.js';
+import type { XeroConfig } from './config.js';
+import { connectionRoutes } from './connections/routes.js';
 import { ApiError, errorBody } from './errors.js';
 import { invoiceRoutes } from './invoices/routes.js';
 import type { Registry } from './registry.js';
+import type { XeroClient } from './xero/client.js';
+import { connectRoutes } from './xero/connect-routes.js';
 
 export interface AppDeps {
   gate: ReadinessGate;
@@ -19,15 +24,35 @@ export interface AppDeps {
   registry: Registry;
   log: Logger;
   errors: ErrorTracker;
+  xero: XeroClient;
+  xeroConfig: XeroConfig;
+  box: SecretBox;
+  /** An invoice was queued for a connected organization: its first push can start now. */
+  onQueued: () => void;
+  onConnected: () => void;
 }
 
-export function createApp({ gate, probe, database, registry, log, errors }: AppDeps): Hono {
+export function createApp(deps: AppDeps): Hono {
+  const { gate, probe, database, registry, log, errors, xero, box } = deps;
   const app = new Hono();
   app.route('/', healthRoutes({ gate, probe }));
+  app.route(
+    '/connect',
+    connectRoutes({
+      database,
+      registry,
+      xero,
+      config: deps.xeroConfig,
+      box,
+      log,
+      onConnected: deps.onConnected,
+    }),
+  );
 
   const api = new Hono();
   api.use('*', requireApiKey(registry));
-  api.route('/invoices', invoiceRoutes({ database, log }));
+  api.route('/invoices', invoiceRoutes({ database, log, onQueued: deps.onQueued }));
+  api.route('/connections', connectionRoutes({ database, xero, box, log }));
   app.route('/api', api);
 
   app.notFound((c) => c.json(errorBody('not_found', 'no such route'), 404));

@@ -14,6 +14,11 @@ export interface AppConfig {
 export interface XeroConfig {
   apiUrl: string;
   identityUrl: string;
+  /** Where the browser is sent to approve the connection (login.xero.com, not identity.xero.com). */
+  authorizeUrl: string;
+  /** This server's callback, registered with the Xero app. */
+  redirectUri: string;
+  scopes: string;
   clientId: string | undefined;
   clientSecret: string | undefined;
   timeoutMs: number;
@@ -40,6 +45,9 @@ const schema = z
     TOKEN_ENCRYPTION_KEY: base64Key,
     XERO_API_URL: httpUrl('https://api.xero.com'),
     XERO_IDENTITY_URL: httpUrl('https://identity.xero.com'),
+    XERO_AUTHORIZE_URL: httpUrl('https://login.xero.com/identity/connect/authorize'),
+    XERO_REDIRECT_URI: httpUrl('http://localhost:8080/connect/xero/callback'),
+    XERO_SCOPES: z.string().optional().default('offline_access accounting.transactions'),
     XERO_CLIENT_ID: z.string().optional(),
     XERO_CLIENT_SECRET: z.string().optional(),
     XERO_TIMEOUT_MS: int(100, 120_000, 10_000),
@@ -75,6 +83,9 @@ export function loadAppConfig(env: Env): AppConfig {
     xero: {
       apiUrl: e.XERO_API_URL,
       identityUrl: e.XERO_IDENTITY_URL,
+      authorizeUrl: e.XERO_AUTHORIZE_URL,
+      redirectUri: e.XERO_REDIRECT_URI,
+      scopes: e.XERO_SCOPES,
       clientId: e.XERO_CLIENT_ID,
       clientSecret: e.XERO_CLIENT_SECRET,
       timeoutMs: e.XERO_TIMEOUT_MS,

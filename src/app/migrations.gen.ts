@@ -25,4 +25,13 @@ export const migrations: Migration[] = [
       'CREATE INDEX "invoice_pushes_org_created_idx" ON "invoice_pushes" USING btree ("organization_id","created_at","id");',
     ],
   },
+  {
+    tag: '0002_oauth_states',
+    hash: '19b84689c6dd748a3618803a977a9ec6eac3130f36e287a01aa4134573b365e2',
+    createdAt: 1795982112980,
+    statements: [
+      'CREATE TABLE "oauth_states" (\n\t"state_hash" text PRIMARY KEY NOT NULL,\n\t"organization_id" uuid NOT NULL,\n\t"expires_at" timestamp with time zone NOT NULL,\n\t"created_at" timestamp with time zone DEFAULT now() NOT NULL\n);',
+      'ALTER TABLE "oauth_states" ADD CONSTRAINT "oauth_states_organization_id_organizations_id_fk" FOREIGN KEY ("organization_id") REFERENCES "public"."organizations"("id") ON DELETE cascade ON UPDATE no action;',
+    ],
+  },
 ];

@@ -82,3 +82,14 @@ export const invoicePushes = pgTable(
     index('invoice_pushes_org_created_idx').on(t.organizationId, t.createdAt, t.id),
   ],
 );
+
+// OAuth `state` for the Xero connect flow: only its hash is stored, it is consumed by one DELETE
+// (single use) and it expires.
+export const oauthStates = pgTable('oauth_states', {
+  stateHash: text('state_hash').primaryKey(),
+  organizationId: uuid('organization_id')
+    .notNull()
+    .references(() => organizations.id, { onDelete: 'cascade' }),
+  expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+  createdAt: createdAt(),
+});

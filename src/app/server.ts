@@ -19,7 +19,8 @@ import { type AppConfig, loadAppConfig } from './config.js';
 import { developmentKey } from './dev-key.js';
 import { migrations } from './migrations.gen.js';
 import { Registry } from './registry.js';
-import { registerTicks } from './ticks/register.js';
+import { registerTicks, TICKS } from './ticks/register.js';
+import { createXeroClient } from './xero/client.js';
 
 const DEV_TOKEN_KEY_PATH = '.data/token-encryption-key';
 
@@ -103,8 +104,10 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
     capture: (err, ctx) => errors.capture(err, ctx),
     flush: (ms) => errors.flush(ms),
   });
+  const xero = createXeroClient(appConfig.xero);
   registerTicks(loops, runTick, {
     config: appConfig,
+    xero,
     box,
     owner: `${runtime.instanceId}:${crypto.randomUUID().slice(0, 8)}`,
     log,
@@ -135,7 +138,20 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
       name: 'bind listener',
       kind: 'hard',
       run: async () => {
-        const http = createApp({ gate, probe, database, registry, log, errors });
+        const http = createApp({
+          gate,
+          probe,
+          database,
+          registry,
+          log,
+          errors,
+          xero,
+          xeroConfig: appConfig.xero,
+          box,
+          // New work: push now rather than at the next interval (shutdown awaits the run).
+          onQueued: () => loops.trigger(TICKS.push),
+          onConnected: () => loops.trigger(TICKS.push),
+        });
         listener = await runtime.listen(http.fetch, config.port, config.host);
         log.info('listening', { host: config.host, port: listener.port });
       },

@@ -41,6 +41,9 @@ export function xeroConfigFor(sandbox: Sandbox) {
   return {
     apiUrl: sandbox.url,
     identityUrl: `${sandbox.url}/identity`,
+    authorizeUrl: `${sandbox.url}/identity/connect/authorize`,
+    redirectUri: 'http://127.0.0.1:1/connect/xero/callback',
+    scopes: 'offline_access accounting.transactions',
     clientId: 'sandbox-client',
     clientSecret: 'sandbox-secret',
     timeoutMs: 2000,

@@ -20,9 +20,10 @@ const MAX_PAGE = 200;
 export interface InvoiceRoutesDeps {
   database: DatabaseHandle;
   log: Logger;
+  onQueued: () => void;
 }
 
-export function invoiceRoutes({ database, log }: InvoiceRoutesDeps) {
+export function invoiceRoutes({ database, log, onQueued }: InvoiceRoutesDeps) {
   const routes = new Hono<AuthEnv>();
   // Reads and idempotent writes may run once more on a fresh pool after a failover.
   const run = <T>(fn: (db: Database) => Promise<T>) =>
@@ -82,6 +83,7 @@ export function invoiceRoutes({ database, log }: InvoiceRoutesDeps) {
           'this Idempotency-Key was used with a different body',
         );
       }
+      if (created && push.status === 'queued') onQueued();
       return c.json(pushView(push), created ? 202 : 200);
     },
   );

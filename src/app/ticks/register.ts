@@ -3,7 +3,7 @@ import type { TickRunner } from '../../platform/jobs/tick.js';
 import type { Logger } from '../../platform/log.js';
 import type { SecretBox } from '../../platform/secret-box.js';
 import type { AppConfig } from '../config.js';
-import { createXeroClient } from '../xero/client.js';
+import type { XeroClient } from '../xero/client.js';
 import { TenantLimiter } from '../xero/tenant-limiter.js';
 import { pushDueInvoices } from './push-invoices.js';
 import { refreshExpiringTokens } from './refresh-tokens.js';
@@ -12,14 +12,14 @@ export const TICKS = { push: 'push-invoices', refresh: 'refresh-tokens' } as con
 
 export interface TickSetup {
   config: AppConfig;
+  xero: XeroClient;
   box: SecretBox;
   owner: string;
   log: Logger;
 }
 
 /** The tick functions, ready to be run by a scheduler loop (Node, Bun) or a cron trigger (Workers). */
-export function createTicks({ config, box, owner, log }: TickSetup) {
-  const xero = createXeroClient(config.xero);
+export function createTicks({ config, xero, box, owner, log }: TickSetup) {
   const limiter = new TenantLimiter();
   // A lease outlives the slowest push (its timeout) with room to spare; an expired one is fair game.
   const leaseMs = Math.max(60_000, config.xero.timeoutMs * 3);

@@ -36,6 +36,8 @@ export interface XeroClient {
     idempotencyKey: string,
     invoice: unknown,
   ): Promise<PushOutcome>;
+  /** Best effort: tells Xero the grant is no longer wanted. */
+  revoke(refreshToken: string): Promise<boolean>;
 }
 
 export function createXeroClient(config: XeroConfig, fetchImpl: typeof fetch = fetch): XeroClient {
@@ -88,6 +90,19 @@ export function createXeroClient(config: XeroConfig, fetchImpl: typeof fetch = f
       return list
         .filter((t) => t.tenantType === undefined || t.tenantType === 'ORGANISATION')
         .map((t) => ({ tenantId: t.tenantId, tenantName: t.tenantName ?? null }));
+    },
+
+    async revoke(refreshToken) {
+      try {
+        const res = await call(`${config.identityUrl}/connect/revocation`, {
+          method: 'POST',
+          headers: { authorization: basic, 'content-type': 'application/x-www-form-urlencoded' },
+          body: new URLSearchParams({ token: refreshToken }),
+        });
+        return res.ok;
+      } catch {
+        return false;
+      }
     },
 
     async putInvoice(accessToken, tenantId, idempotencyKey, invoice) {

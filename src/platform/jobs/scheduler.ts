@@ -15,7 +15,9 @@ export class Scheduler {
   readonly #loops: Loop[] = [];
   readonly #timers = new Map<string, ReturnType<typeof setTimeout>>();
   readonly #running = new Map<string, Promise<void>>();
+  readonly #again = new Set<string>();
   #stopped = false;
+  #started = false;
 
   constructor(private readonly log: Logger) {}
 
@@ -28,7 +30,23 @@ export class Scheduler {
   }
 
   start(): void {
+    this.#started = true;
     for (const loop of this.#loops) this.#schedule(loop);
+  }
+
+  /**
+   * Runs a loop now instead of at its next interval (new work arrived). If it is running, it runs
+   * once more right after, so work that arrived mid-run is not left for a whole interval.
+   */
+  trigger(name: string): void {
+    const loop = this.#loops.find((l) => l.name === name);
+    if (!loop || !this.#started || this.#stopped) return;
+    if (this.#running.has(name)) {
+      this.#again.add(name);
+      return;
+    }
+    clearTimeout(this.#timers.get(name));
+    this.#schedule(loop, 0);
   }
 
   async stop(): Promise<void> {
@@ -38,10 +56,10 @@ export class Scheduler {
     await Promise.allSettled(this.#running.values());
   }
 
-  #schedule(loop: Loop): void {
+  #schedule(loop: Loop, delayMs?: number): void {
     if (this.#stopped) return;
     // ±10% jitter keeps replicas started together from ticking in lockstep.
-    const delay = loop.intervalMs * (0.9 + Math.random() * 0.2);
+    const delay = delayMs ?? loop.intervalMs * (0.9 + Math.random() * 0.2);
     const timer = setTimeout(() => {
       this.#timers.delete(loop.name);
       const run = loop
@@ -49,7 +67,8 @@ export class Scheduler {
         .catch((err: unknown) => this.log.error('loop run failed', { loop: loop.name, err }))
         .finally(() => {
           this.#running.delete(loop.name);
-          this.#schedule(loop);
+          const again = this.#again.delete(loop.name);
+          this.#schedule(loop, again ? 0 : undefined);
         });
       this.#running.set(loop.name, run);
     }, delay);

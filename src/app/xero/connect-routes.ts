@@ -1,0 +1,91 @@
+import { Hono } from 'hono';
+import type { DatabaseHandle } from '../../platform/db/handle.js';
+import { withPoisonRetry } from '../../platform/db/poison-retry.js';
+import type { Logger } from '../../platform/log.js';
+import type { SecretBox } from '../../platform/secret-box.js';
+import { requireApiKey } from '../auth.js';
+import type { XeroConfig } from '../config.js';
+import { ApiError } from '../errors.js';
+import type { Registry } from '../registry.js';
+import type { XeroClient } from './client.js';
+import { saveConnection } from './connections.js';
+import { consumeState, issueState } from './oauth-state.js';
+
+export interface ConnectRoutesDeps {
+  database: DatabaseHandle;
+  registry: Registry;
+  xero: XeroClient;
+  config: XeroConfig;
+  box: SecretBox;
+  log: Logger;
+  /** Called once a connection is stored: invoices that waited for one can be pushed now. */
+  onConnected: () => void;
+}
+
+/**
+ * The OAuth connect flow. GET /connect/xero (with the organization's API key) redirects to Xero with
+ * a single-use state; Xero sends the browser back to /connect/xero/callback with a code, which is
+ * exchanged for tokens that are stored encrypted, one connection per tenant the user approved.
+ */
+export function connectRoutes(deps: ConnectRoutesDeps) {
+  const { database, config, xero, box, log } = deps;
+  const run = <T>(fn: Parameters<typeof withPoisonRetry<T>>[1]) =>
+    withPoisonRetry(database, fn, { retry: true, source: 'request', log });
+  const routes = new Hono();
+
+  routes.get('/xero', requireApiKey(deps.registry), async (c) => {
+    if (!config.clientId)
+      throw new ApiError(503, 'xero_not_configured', 'Xero is not configured on this server');
+    const organization = c.get('organization');
+    const state = await run((db) => issueState(db, organization.id));
+    const url = new URL(config.authorizeUrl);
+    url.search = new URLSearchParams({
+      response_type: 'code',
+      client_id: config.clientId,
+      redirect_uri: config.redirectUri,
+      scope: config.scopes,
+      state,
+    }).toString();
+    return c.redirect(url.toString(), 302);
+  });
+
+  routes.get('/xero/callback', async (c) => {
+    const { code, state, error } = c.req.query();
+    if (error) throw new ApiError(400, 'xero_denied', 'the connection was not approved in Xero');
+    if (!code || !state) {
+      throw new ApiError(400, 'invalid_callback', 'code and state are required', [
+        ...(code ? [] : [{ path: 'code', message: 'required' }]),
+        ...(state ? [] : [{ path: 'state', message: 'required' }]),
+      ]);
+    }
+    const organizationId = await run((db) => consumeState(db, state));
+    if (!organizationId)
+      throw new ApiError(400, 'invalid_state', 'the state is unknown, used or expired; start again');
+    const exchanged = await xero.exchangeCode(code, config.redirectUri);
+    if (exchanged.kind !== 'ok') {
+      throw new ApiError(
+        502,
+        'xero_exchange_failed',
+        'Xero did not accept the authorization code; start again',
+      );
+    }
+    const tenants = await xero.connections(exchanged.tokens.accessToken);
+    const connected = [];
+    for (const tenant of tenants) {
+      const id = await run((db) =>
+        saveConnection(db, box, {
+          organizationId,
+          tenantId: tenant.tenantId,
+          tenantName: tenant.tenantName,
+          tokens: exchanged.tokens,
+        }),
+      );
+      connected.push({ id, tenantId: tenant.tenantId, tenantName: tenant.tenantName });
+    }
+    log.info('xero connected', { organization: organizationId, tenants: connected.length });
+    deps.onConnected();
+    return c.json({ connected });
+  });
+
+  return routes;
+}

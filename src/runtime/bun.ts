@@ -1,0 +1,41 @@
+import { hostname } from 'node:os';
+import { startServer } from '../app/server.js';
+import { listenBun } from './bun-listener.js';
+
+// `bun --hot` (npm run dev:bun) evaluates this module again, in the same process, on every change;
+// only globalThis survives. Shut the previous boot down first (listener, loops, pools): two PGlite
+// instances must never open one data directory, and stale loops and signal handlers must not pile up.
+type Instance = { stop(): Promise<void> };
+const hot = globalThis as { honestHealthBun?: Instance };
+await hot.honestHealthBun?.stop();
+
+let reloading = false;
+let shutdown: ((signal: string) => void) | undefined;
+let stopped: () => void = () => {};
+const listeners: [NodeJS.Signals, () => void][] = [];
+hot.honestHealthBun = {
+  stop: () =>
+    new Promise((done) => {
+      reloading = true;
+      stopped = done;
+      for (const [signal, listener] of listeners) process.off(signal, listener);
+      if (shutdown) shutdown('hot reload');
+      else done();
+    }),
+};
+
+// Bun has a global WebSocket, so the Neon WebSocket driver needs none passed in.
+await startServer({
+  env: process.env,
+  listen: listenBun,
+  instanceId: process.env.FLY_MACHINE_ID ?? hostname(),
+  exit: (code) => (reloading ? stopped() : process.exit(code)),
+  onSignal: (handler) => {
+    shutdown = handler;
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      const listener = () => handler(signal);
+      process.on(signal, listener);
+      listeners.push([signal, listener]);
+    }
+  },
+});
