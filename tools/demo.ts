@@ -1,0 +1,158 @@
+// `npm run demo`: the whole system on one machine. Starts the Xero sandbox and the server on the
+// embedded database, creates an organization, connects it through the real OAuth flow, submits a few
+// invoices (the first push meets an injected Xero 500) and prints each invoice's journey to `pushed`.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { migrations } from '../src/app/migrations.gen.js';
+import { createOrganization } from '../src/app/organizations.js';
+import { loadConfig } from '../src/platform/config.js';
+import { createDriver } from '../src/platform/db/driver.js';
+import { migrate } from '../src/platform/db/migrate.js';
+import { createLogger } from '../src/platform/log.js';
+import { startXeroSandbox } from './xero-sandbox/server.js';
+
+const entry = resolve('dist/node.js');
+const work = mkdtempSync(join(tmpdir(), 'honest-health-demo-'));
+const say = (line: string) => console.log(`${new Date().toISOString().slice(11, 23)}  ${line}`);
+let server: ChildProcess | undefined;
+let sandbox: Awaited<ReturnType<typeof startXeroSandbox>> | undefined;
+
+async function main(): Promise<void> {
+  sandbox = await startXeroSandbox({ port: 0 });
+  say(`Xero sandbox on ${sandbox.url}`);
+
+  say('creating an organization in a fresh embedded database (PGlite, first start takes a few seconds)');
+  const config = loadConfig({ DATABASE_URL: undefined });
+  const driver = createDriver(
+    { ...config, database: { driver: 'pglite', dataDir: join(work, '.data/pglite') } },
+    createLogger('warn'),
+  );
+  await driver.ready();
+  const pool = driver.createPool('app');
+  await migrate(pool, migrations, createLogger('warn'));
+  const org = await createOrganization(pool.db, 'Demo Ltd');
+  await driver.close();
+  say(`organization "${org.name}" created; API key ${org.apiKey.slice(0, 12)}… (shown once, stored hashed)`);
+
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  server = spawn(process.execPath, [entry], {
+    cwd: work,
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: {
+      PATH: process.env.PATH,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'error',
+      TICK_INTERVAL_MS: '1000',
+      PUSH_BACKOFF_BASE_MS: '1500',
+      XERO_API_URL: sandbox.url,
+      XERO_IDENTITY_URL: `${sandbox.url}/identity`,
+      XERO_AUTHORIZE_URL: `${sandbox.url}/identity/connect/authorize`,
+      XERO_REDIRECT_URI: `${base}/connect/xero/callback`,
+      XERO_CLIENT_ID: 'sandbox-client',
+      XERO_CLIENT_SECRET: 'sandbox-secret',
+    },
+  });
+  server.on('exit', (code) => code && say(`server exited with ${code}`));
+  await waitFor(async () => (await fetch(`${base}/readyz`).catch(() => undefined))?.status === 200, 60_000);
+  say(`server ready on ${base} (readiness proves the database takes writes)`);
+
+  const auth = { authorization: `Bearer ${org.apiKey}` };
+  const toXero = await fetch(`${base}/connect/xero`, { headers: auth, redirect: 'manual' });
+  const approved = await fetch(toXero.headers.get('location') ?? '', { redirect: 'manual' });
+  const connected = (await (await fetch(approved.headers.get('location') ?? '')).json()) as {
+    connected: { tenantName: string }[];
+  };
+  say(
+    `connected to Xero tenant "${connected.connected[0]?.tenantName}" through the OAuth flow; tokens stored encrypted`,
+  );
+
+  sandbox.state.faults.add({ target: 'invoices', kind: '500', count: 1 });
+  say('injected a Xero 500 for the next invoice call');
+  const ids: string[] = [];
+  for (const [n, customer] of ['Aroha Cafe', 'Kauri Builders', 'Tui Books'].entries()) {
+    const res = await fetch(`${base}/api/invoices`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json', 'idempotency-key': `demo-${n + 1}` },
+      body: JSON.stringify({
+        contact: { name: customer },
+        lineItems: [{ description: 'Consulting', quantity: String(n + 1), unitAmount: '120.00' }],
+        date: '2026-11-29',
+        currency: 'NZD',
+        reference: `DEMO-${n + 1}`,
+      }),
+    });
+    const invoice = (await res.json()) as { id: string; status: string };
+    ids.push(invoice.id);
+    say(`POST /api/invoices ${customer}: ${res.status} ${invoice.status}`);
+  }
+
+  const seen = new Map<string, string>();
+  await waitFor(async () => {
+    const list = (await (await fetch(`${base}/api/invoices?limit=10`, { headers: auth })).json()) as {
+      data: {
+        id: string;
+        status: string;
+        attempts: number;
+        lastError: string | null;
+        xeroInvoiceId: string | null;
+        invoice: { reference: string };
+      }[];
+    };
+    for (const i of list.data) {
+      const state = `${i.status}/${i.attempts}`;
+      if (seen.get(i.id) === state) continue;
+      seen.set(i.id, state);
+      const detail = i.status === 'pushed' ? `Xero invoice ${i.xeroInvoiceId}` : (i.lastError ?? '');
+      say(`${i.invoice.reference}: ${i.status} after ${i.attempts} attempt(s) ${detail}`);
+    }
+    return list.data.length === ids.length && list.data.every((i) => i.status === 'pushed');
+  }, 60_000);
+  const stats = sandbox.state.statsSnapshot();
+  say(
+    `all ${ids.length} invoices pushed; Xero holds ${Object.values(stats.invoicesCreated).reduce((a, b) => a + b, 0)} (no duplicates)`,
+  );
+}
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('the demo timed out');
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const probe = createServer();
+    probe.once('error', fail);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => done(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+async function cleanup(): Promise<void> {
+  if (server && server.exitCode === null) {
+    server.kill('SIGTERM');
+    await new Promise((r) => server?.once('exit', r));
+  }
+  await sandbox?.close();
+  rmSync(work, { recursive: true, force: true });
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const)
+  process.once(signal, () => void cleanup().then(() => process.exit(130)));
+try {
+  await main();
+  await cleanup();
+} catch (err) {
+  console.error(err);
+  await cleanup();
+  process.exit(1);
+}
