@@ -35,3 +35,6 @@ export const migrations: Migration[] = [
     ],
   },
 ];
+
+/** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
+export const latestMigrationAt = 1795982112980;

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { NEVER, object, type output, string, type ZodType, enum as zenum } from 'zod';
 import type { LogLevel } from './log.js';
 
 // Environment -> typed configuration. Every bad variable is reported in one message, and messages
@@ -28,43 +28,39 @@ export interface Config {
 export const DEFAULT_PGLITE_DIR = '.data/pglite';
 
 export const int = (min: number, max: number, fallback: number) =>
-  z
-    .string()
+  string()
     .optional()
     .transform((v, ctx) => {
       if (v === undefined) return fallback;
       const n = /^\d+$/.test(v) ? Number(v) : Number.NaN;
       if (!Number.isSafeInteger(n) || n < min || n > max) {
         ctx.addIssue({ code: 'custom', message: `must be an integer from ${min} to ${max}` });
-        return z.NEVER;
+        return NEVER;
       }
       return n;
     });
 
 const isPostgresUrl = (v: string) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v);
 
-const databaseUrl = z
-  .string()
+const databaseUrl = string()
   .optional()
   .refine((v) => v === undefined || v === 'memory://' || isPostgresUrl(v), {
     message: 'must be unset, memory:// or a postgres:// URL',
   });
 
-const localProxyUrl = z
-  .string()
+const localProxyUrl = string()
   .optional()
   .refine((v) => v === undefined || (/^https?:\/\//.test(v) && URL.canParse(v)), {
     message: 'must be an http:// URL of the local Neon proxy',
   });
 
-const envSchema = z.object({
+const envSchema = object({
   PORT: int(0, 65535, 8080),
-  HOST: z.string().optional().default('0.0.0.0'),
+  HOST: string().optional().default('0.0.0.0'),
   DATABASE_URL: databaseUrl,
-  DATABASE_DRIVER: z
-    .enum(['auto', ...DATABASE_DRIVERS], {
-      error: () => 'must be one of auto, pglite, pg, neon-http, neon-ws',
-    })
+  DATABASE_DRIVER: zenum(['auto', ...DATABASE_DRIVERS], {
+    error: () => 'must be one of auto, pglite, pg, neon-http, neon-ws',
+  })
     .optional()
     .default('auto'),
   NEON_LOCAL_PROXY: localProxyUrl,
@@ -74,12 +70,13 @@ const envSchema = z.object({
   SHUTDOWN_TIMEOUT_MS: int(0, 600_000, 25_000),
   SHUTDOWN_DELAY_MS: int(0, 600_000, 0),
   REGISTRY_REFRESH_MS: int(100, 3_600_000, 5000),
-  LOG_LEVEL: z
-    .enum(['debug', 'info', 'warn', 'error'], { error: () => 'must be one of debug, info, warn, error' })
+  LOG_LEVEL: zenum(['debug', 'info', 'warn', 'error'], {
+    error: () => 'must be one of debug, info, warn, error',
+  })
     .optional()
     .default('info'),
   // A malformed DSN is not a configuration error: error tracking is advisory and its boot step warns.
-  SENTRY_DSN: z.string().optional(),
+  SENTRY_DSN: string().optional(),
 });
 
 export class ConfigError extends Error {
@@ -92,7 +89,7 @@ export class ConfigError extends Error {
 export type Env = Record<string, string | undefined>;
 
 /** Parses the environment with a zod object schema; every problem lands in one ConfigError. */
-export function parseEnv<S extends z.ZodType>(schema: S, env: Env): z.output<S> {
+export function parseEnv<S extends ZodType>(schema: S, env: Env): output<S> {
   // An empty variable means unset: container platforms often export `FOO=` for absent values.
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
   const parsed = schema.safeParse(present);

@@ -1,6 +1,6 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { Hono } from 'hono';
-import { z } from 'zod';
+import { uuid } from 'zod';
 import type { DatabaseHandle } from '../../platform/db/handle.js';
 import { withPoisonRetry } from '../../platform/db/poison-retry.js';
 import type { Database } from '../../platform/db/types.js';
@@ -50,7 +50,7 @@ export function connectionRoutes({ database, xero, box, log }: ConnectionRoutesD
   routes.delete('/:id', async (c) => {
     const id = c.req.param('id');
     const organization = c.get('organization');
-    if (!z.uuid().safeParse(id).success) throw new ApiError(404, 'not_found', 'no such connection');
+    if (!uuid().safeParse(id).success) throw new ApiError(404, 'not_found', 'no such connection');
     const removed = await run(async (db) => {
       const [row] = await db
         .delete(xeroConnections)

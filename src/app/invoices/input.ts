@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import { array, type infer as Infer, iso, strictObject, string, type ZodError } from 'zod';
 import type { FieldError } from '../errors.js';
 
 // The invoice a client submits. Amounts are decimal strings (never floats: 0.1 + 0.2 is not money),
@@ -6,13 +6,13 @@ import type { FieldError } from '../errors.js';
 
 const MAX_LINE_ITEMS = 500;
 
-const decimal = z
-  .string()
-  .regex(/^(0|[1-9]\d{0,12})(\.\d{1,4})?$/, 'must be a non-negative decimal string, e.g. "12.50"');
+const decimal = string().regex(
+  /^(0|[1-9]\d{0,12})(\.\d{1,4})?$/,
+  'must be a non-negative decimal string, e.g. "12.50"',
+);
 
 const text = (max: number) =>
-  z
-    .string()
+  string()
     .min(1, 'must not be empty')
     .max(max, `must be at most ${max} characters`)
     // Control characters break Xero's validation and terminals, and Postgres text cannot hold NUL;
@@ -27,35 +27,32 @@ export function hasControlCharacter(s: string): boolean {
   return false;
 }
 
-const calendarDate = z.iso.date({ error: 'must be a date as YYYY-MM-DD' });
+const calendarDate = iso.date({ error: 'must be a date as YYYY-MM-DD' });
 
-export const lineItemInput = z.strictObject({
+export const lineItemInput = strictObject({
   description: text(4000),
   quantity: decimal,
   unitAmount: decimal,
   accountCode: text(10).optional(),
 });
 
-export const invoiceInput = z
-  .strictObject({
-    contact: z.strictObject({ name: text(255) }),
-    lineItems: z
-      .array(lineItemInput)
-      .min(1, 'must have at least one line item')
-      .max(MAX_LINE_ITEMS, `must have at most ${MAX_LINE_ITEMS} line items`),
-    date: calendarDate,
-    dueDate: calendarDate.optional(),
-    currency: z.string().regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code such as "NZD"'),
-    reference: text(255).optional(),
-  })
-  .refine((i) => i.dueDate === undefined || i.dueDate >= i.date, {
-    message: 'must not be before date',
-    path: ['dueDate'],
-  });
+export const invoiceInput = strictObject({
+  contact: strictObject({ name: text(255) }),
+  lineItems: array(lineItemInput)
+    .min(1, 'must have at least one line item')
+    .max(MAX_LINE_ITEMS, `must have at most ${MAX_LINE_ITEMS} line items`),
+  date: calendarDate,
+  dueDate: calendarDate.optional(),
+  currency: string().regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code such as "NZD"'),
+  reference: text(255).optional(),
+}).refine((i) => i.dueDate === undefined || i.dueDate >= i.date, {
+  message: 'must not be before date',
+  path: ['dueDate'],
+});
 
-export type InvoiceInput = z.infer<typeof invoiceInput>;
+export type InvoiceInput = Infer<typeof invoiceInput>;
 
-export function fieldErrors(error: z.ZodError): FieldError[] {
+export function fieldErrors(error: ZodError): FieldError[] {
   return error.issues.map((issue) => {
     const path = issue.path.map(String).join('.') || '(body)';
     if (issue.code === 'unrecognized_keys') {
@@ -69,4 +66,4 @@ export function fieldErrors(error: z.ZodError): FieldError[] {
 }
 
 /** Idempotency-Key: 1 to 128 visible ASCII characters (no spaces or control characters). */
-export const idempotencyKey = z.string().regex(/^[\x21-\x7e]{1,128}$/);
+export const idempotencyKey = string().regex(/^[\x21-\x7e]{1,128}$/);

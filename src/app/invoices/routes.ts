@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import { z } from 'zod';
+import { coerce, strictObject, string, uuid, enum as zenum } from 'zod';
 import type { DatabaseHandle } from '../../platform/db/handle.js';
 import { withPoisonRetry } from '../../platform/db/poison-retry.js';
 import type { Database } from '../../platform/db/types.js';
@@ -91,17 +91,17 @@ export function invoiceRoutes({ database, log, onQueued }: InvoiceRoutesDeps) {
   routes.get('/:id', async (c) => {
     const id = c.req.param('id');
     const organization = c.get('organization');
-    const push = z.uuid().safeParse(id).success
+    const push = uuid().safeParse(id).success
       ? await run((db) => findPush(db, organization.id, id))
       : undefined;
     if (!push) throw new ApiError(404, 'not_found', 'no such invoice');
     return c.json(pushView(push));
   });
 
-  const listQuery = z.strictObject({
-    status: z.enum(PUSH_STATUSES, { error: () => `must be one of ${PUSH_STATUSES.join(', ')}` }).optional(),
-    cursor: z.string().optional(),
-    limit: z.coerce
+  const listQuery = strictObject({
+    status: zenum(PUSH_STATUSES, { error: () => `must be one of ${PUSH_STATUSES.join(', ')}` }).optional(),
+    cursor: string().optional(),
+    limit: coerce
       .number({ error: () => `must be an integer from 1 to ${MAX_PAGE}` })
       .int()
       .min(1)

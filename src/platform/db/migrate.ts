@@ -64,9 +64,11 @@ export type SchemaState =
   | { status: 'current' }
   | { status: 'behind' | 'ahead'; applied: number; bundled: number };
 
-/** For runtimes that cannot migrate at boot (Workers): is the database at the bundled migration? */
-export async function schemaState(pool: DatabasePool, migrations: Migration[]): Promise<SchemaState> {
-  const bundled = migrations.at(-1)?.createdAt ?? 0;
+/**
+ * For runtimes that cannot migrate at boot (Workers): is the database at the bundled migration?
+ * Takes only the newest migration's timestamp, so such a runtime need not carry the SQL.
+ */
+export async function schemaState(pool: DatabasePool, bundled: number): Promise<SchemaState> {
   const { rows } = await pool.query<{ exists: boolean }>(
     `SELECT to_regclass('${TABLE}') IS NOT NULL AS exists`,
   );

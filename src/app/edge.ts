@@ -1,0 +1,243 @@
+import { type Config, type Env, loadAll, loadConfig } from '../platform/config.js';
+import { createNeonDriver } from '../platform/db/drivers/neon.js';
+import { DatabaseHandle } from '../platform/db/handle.js';
+import { schemaState } from '../platform/db/migrate.js';
+import { WriteProbe } from '../platform/db/probe.js';
+import type { DatabaseDriver } from '../platform/db/types.js';
+import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../platform/error-tracking.js';
+import { ReadinessGate } from '../platform/gate.js';
+import { createTickRunner } from '../platform/jobs/tick.js';
+import { createLogger, type Logger } from '../platform/log.js';
+import { createSecretBox, type SecretBox } from '../platform/secret-box.js';
+import { createApp } from './app.js';
+import { type AppConfig, loadAppConfig } from './config.js';
+import { errorBody } from './errors.js';
+import { latestMigrationAt } from './migrations.gen.js';
+import { Registry } from './registry.js';
+import { createTicks, TICKS } from './ticks/register.js';
+import { createXeroClient, type XeroClient } from './xero/client.js';
+
+// Cloudflare Workers have no process to boot: an isolate's first request runs the steps the
+// runtime permits (configuration, a database handle, the schema check, the registry). Migrations run
+// from the deploy command. A WebSocket cannot outlive its request, so every request (and every cron
+// invocation) gets its own database handles, closed through waitUntil.
+
+export interface ExecutionContextLike {
+  waitUntil(promise: Promise<unknown>): void;
+}
+
+type Bindings = Record<string, unknown>;
+
+interface Isolate {
+  config: Config;
+  appConfig: AppConfig;
+  log: Logger;
+  gate: ReadinessGate;
+  registry: Registry;
+  registryLoadedAt: number;
+  box: SecretBox;
+  xero: XeroClient;
+  errors: ErrorTracker;
+}
+
+interface Invocation {
+  driver: DatabaseDriver;
+  database: DatabaseHandle;
+  probeDatabase: DatabaseHandle;
+  close(): Promise<void>;
+}
+
+const BOOT_RETRY_MS = [1000, 5000, 30_000];
+const LIVENESS = new Set(['/livez', '/health', '/healthz']);
+
+export function createWorkerHandlers() {
+  let isolate: Isolate | undefined;
+  let failure: { error: string; retryAt: number; attempts: number } | undefined;
+  const gate = new ReadinessGate();
+
+  const invocation = async (iso: Isolate): Promise<Invocation> => {
+    // Workers always use Neon: the app over WebSockets unless configured for HTTP; the probe over HTTP.
+    const database =
+      iso.config.database.driver === 'pglite' || iso.config.database.driver === 'pg'
+        ? { ...iso.config.database, driver: 'neon-ws' as const }
+        : iso.config.database;
+    if (!('url' in database)) throw new Error('DATABASE_URL is required on Workers');
+    const driver = createNeonDriver(iso.config, database, iso.log);
+    await driver.ready();
+    const app = new DatabaseHandle(driver, 'app', iso.log);
+    const probe = new DatabaseHandle(driver, 'probe', iso.log);
+    return {
+      driver,
+      database: app,
+      probeDatabase: probe,
+      close: async () => {
+        await Promise.allSettled([app.close(), probe.close()]);
+      },
+    };
+  };
+
+  // The isolate's boot: retried after a back-off when it fails, never on every request.
+  const boot = async (bindings: Bindings): Promise<Isolate | undefined> => {
+    if (isolate) return isolate;
+    if (failure && Date.now() < failure.retryAt) return undefined;
+    const env = stringBindings(bindings);
+    let log = createLogger();
+    try {
+      const [config, appConfig] = loadAll<[Config, AppConfig]>(
+        () => loadConfig({ DATABASE_DRIVER: 'neon-ws', ...env }),
+        () => loadAppConfig(env),
+      );
+      log = createLogger(config.logLevel);
+      if (!appConfig.tokenEncryptionKey) throw new Error('TOKEN_ENCRYPTION_KEY is required on Workers');
+      const errors = config.sentryDsn
+        ? await createErrorTracker(config.sentryDsn).catch(() => disabledErrorTracker)
+        : disabledErrorTracker;
+      const candidate: Isolate = {
+        config,
+        appConfig,
+        log,
+        gate,
+        registry: new Registry(),
+        registryLoadedAt: 0,
+        box: await createSecretBox(appConfig.tokenEncryptionKey),
+        xero: createXeroClient(appConfig.xero),
+        errors,
+      };
+      const inv = await invocation(candidate);
+      try {
+        const schema = await schemaState(inv.database.pool, latestMigrationAt);
+        if (schema.status !== 'current') {
+          throw new Error(
+            `the database schema is ${schema.status} the bundled migrations (run npm run db:migrate)`,
+          );
+        }
+        await candidate.registry.load(inv.database.db);
+        candidate.registryLoadedAt = Date.now();
+      } finally {
+        await inv.close();
+      }
+      isolate = candidate;
+      failure = undefined;
+      gate.open();
+      log.info('isolate booted');
+      return isolate;
+    } catch (err) {
+      const attempts = (failure?.attempts ?? 0) + 1;
+      const wait = BOOT_RETRY_MS[Math.min(attempts - 1, BOOT_RETRY_MS.length - 1)] ?? 30_000;
+      failure = {
+        error: err instanceof Error ? err.message : String(err),
+        retryAt: Date.now() + wait,
+        attempts,
+      };
+      gate.fail();
+      log.error('isolate boot failed', { err, retry_in_ms: wait });
+      return undefined;
+    }
+  };
+
+  const fetch = async (
+    request: Request,
+    bindings: Bindings,
+    ctx: ExecutionContextLike,
+  ): Promise<Response> => {
+    const path = new URL(request.url).pathname;
+    const live = new Response(JSON.stringify({ status: 'ok' }), {
+      headers: { 'content-type': 'application/json', 'cache-control': 'no-store' },
+    });
+    if (LIVENESS.has(path) && request.method === 'GET') return live;
+    const iso = await boot(bindings);
+    if (!iso) {
+      if (path === '/readyz') {
+        return Response.json(
+          { status: 'unavailable', checks: { boot: 'failed', database: 'unreachable' } },
+          { status: 503, headers: { 'cache-control': 'no-store' } },
+        );
+      }
+      return Response.json(errorBody('not_ready', 'the service failed to start; retry shortly'), {
+        status: 503,
+        headers: {
+          'retry-after': String(Math.ceil(((failure?.retryAt ?? Date.now()) - Date.now()) / 1000) || 1),
+        },
+      });
+    }
+    const inv = await invocation(iso);
+    const background: Promise<unknown>[] = [];
+    const runTick = createTickRunner(inv.database, iso.log, iso.errors);
+    const ticks = createTicks({
+      config: iso.appConfig,
+      xero: iso.xero,
+      box: iso.box,
+      owner: 'worker',
+      log: iso.log,
+    });
+    const pushNow = () => void background.push(runTick(TICKS.push, ticks[TICKS.push]).catch(() => {}));
+    try {
+      if (Date.now() - iso.registryLoadedAt > iso.config.registryRefreshMs) {
+        await iso.registry.load(inv.database.db);
+        iso.registryLoadedAt = Date.now();
+      }
+      const probe = new WriteProbe({
+        probe: inv.probeDatabase,
+        app: inv.database,
+        timeoutMs: iso.config.probeTimeoutMs,
+        instanceId: 'worker',
+        log: iso.log,
+      });
+      const app = createApp({
+        gate: iso.gate,
+        probe,
+        database: inv.database,
+        registry: iso.registry,
+        log: iso.log,
+        errors: iso.errors,
+        xero: iso.xero,
+        xeroConfig: iso.appConfig.xero,
+        box: iso.box,
+        onQueued: pushNow,
+        onConnected: pushNow,
+      });
+      return await app.fetch(request);
+    } finally {
+      ctx.waitUntil(
+        Promise.allSettled(background)
+          .then(() => inv.close())
+          .then(() => iso.errors.flush(2000)),
+      );
+    }
+  };
+
+  const scheduled = async (
+    _controller: unknown,
+    bindings: Bindings,
+    ctx: ExecutionContextLike,
+  ): Promise<void> => {
+    const iso = await boot(bindings);
+    if (!iso) return;
+    const inv = await invocation(iso);
+    const runTick = createTickRunner(inv.database, iso.log, iso.errors);
+    const ticks = createTicks({
+      config: iso.appConfig,
+      xero: iso.xero,
+      box: iso.box,
+      owner: 'worker',
+      log: iso.log,
+    });
+    const work = (async () => {
+      if (!iso.appConfig.xero.clientId) return;
+      // Refresh first: a push with an expired token would only be deferred.
+      await runTick(TICKS.refresh, ticks[TICKS.refresh]).catch(() => {});
+      await runTick(TICKS.push, ticks[TICKS.push]).catch(() => {});
+    })().finally(() => inv.close());
+    ctx.waitUntil(work);
+    await work;
+  };
+
+  return { fetch, scheduled };
+}
+
+/** Worker bindings hold strings (vars, secrets) and objects (KV, ...); configuration reads the strings. */
+function stringBindings(bindings: Bindings): Env {
+  return Object.fromEntries(
+    Object.entries(bindings).filter((e): e is [string, string] => typeof e[1] === 'string'),
+  );
+}

@@ -1,0 +1,62 @@
+import type { Config, NetworkDriver } from '../../config.js';
+import type { Logger } from '../../log.js';
+import type { DatabaseDriver, SqlSession } from '../types.js';
+
+export interface NeonEnvironment {
+  /** A WebSocket constructor where the runtime has no global one (Node 20). */
+  webSocket?: unknown;
+}
+
+/**
+ * The Neon drivers: the app pool over WebSockets (neon-ws) or HTTP (neon-http), the probe always
+ * over HTTP. Its modules load in ready(), and it imports nothing else, so a Worker bundle that uses
+ * it carries neither node-postgres nor PGlite.
+ */
+export function createNeonDriver(
+  config: Config,
+  database: { driver: NetworkDriver; url: string; neonLocalProxy?: string },
+  log: Logger,
+  environment: NeonEnvironment = {},
+): DatabaseDriver {
+  const { url, driver } = database;
+  type NeonModules = [
+    typeof import('./neon-config.js'),
+    typeof import('./neon-http.js'),
+    typeof import('./neon-ws.js'),
+  ];
+  let neon: NeonModules | undefined;
+  const loaded = (): NeonModules => {
+    if (!neon) throw new Error(`the ${driver} driver is not ready`);
+    return neon;
+  };
+  const session = <T>(fn: (session: SqlSession) => Promise<T>) => loaded()[2].withNeonSession(url, fn);
+  return {
+    name: driver,
+    async ready() {
+      neon ??= await Promise.all([
+        import('./neon-config.js'),
+        import('./neon-http.js'),
+        import('./neon-ws.js'),
+      ]);
+      neon[0].configureNeon({ localProxy: database.neonLocalProxy, webSocket: environment.webSocket });
+    },
+    createPool(role) {
+      const [, { createNeonHttpPool }, { createNeonWsPool }] = loaded();
+      // On Neon the probe always goes over HTTP: it has no connection that a failover could pin.
+      if (role === 'probe')
+        return createNeonHttpPool({ url, timeoutMs: config.probeTimeoutMs, withSession: session });
+      if (driver === 'neon-http') return createNeonHttpPool({ url, withSession: session });
+      return createNeonWsPool(
+        {
+          url,
+          max: config.poolMax,
+          maxLifetimeSeconds: config.poolMaxLifetimeSeconds,
+          connectionTimeoutMs: Math.max(config.probeTimeoutMs, 10_000),
+          log,
+        },
+        role,
+      );
+    },
+    close: async () => {},
+  };
+}
