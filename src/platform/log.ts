@@ -41,9 +41,10 @@ export function createLogger(
 }
 
 // Errors serialise to their name, message and SQLSTATE only: driver errors carry connection
-// parameters and query text that must not reach logs.
-function errorReplacer(_key: string, value: unknown): unknown {
-  if (value instanceof Error) return describeError(value);
+// parameters and query text that must not reach logs. Anything under `err` is treated as an error
+// whatever its type: drivers also reject with events and plain objects that hold a client.
+function errorReplacer(key: string, value: unknown): unknown {
+  if (value instanceof Error || (key === 'err' && value !== undefined)) return describeError(value);
   return value;
 }
 
@@ -55,7 +56,16 @@ export interface ErrorSummary {
 }
 
 export function describeError(err: unknown, depth = 0): ErrorSummary {
-  if (!(err instanceof Error)) return { name: 'NonError', message: String(err) };
+  if (!(err instanceof Error)) {
+    // Never String() an object: that is how a client with its connection parameters gets printed.
+    const message = (err as { message?: unknown } | null)?.message;
+    const name = (err as { constructor?: { name?: string } } | null)?.constructor?.name ?? typeof err;
+    return {
+      name,
+      message:
+        typeof message === 'string' ? redactParams(message) : typeof err === 'object' ? '' : String(err),
+    };
+  }
   const summary: ErrorSummary = { name: err.name, message: redactParams(err.message) };
   const code = (err as { code?: unknown }).code;
   if (typeof code === 'string') summary.code = code;

@@ -66,8 +66,12 @@ export function wrapPgCompatiblePool(
   role: PoolRole,
   log: Logger,
 ): DatabasePool {
+  let ending = false;
   // Without a listener an idle client's error (server restart, failover) crashes the process.
-  pool.on('error', (err) => log.warn('idle database client failed', { pool: role, err }));
+  // Errors while the pool is being ended are its own sockets closing, not news.
+  pool.on('error', (err) => {
+    if (!ending) log.warn('idle database client failed', { pool: role, err });
+  });
   evictPoisonedClients(pool);
   return {
     db,
@@ -86,6 +90,9 @@ export function wrapPgCompatiblePool(
       }
     },
     stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
-    end: () => pool.end(),
+    end: () => {
+      ending = true;
+      return pool.end();
+    },
   };
 }
