@@ -74,9 +74,19 @@ const neonUrl = (url: string) => {
   return u.toString();
 };
 
+/** Runs the Worker's scheduled() handler as the every-minute cron trigger would. */
+async function scheduled(mf: Miniflare): Promise<void> {
+  // Miniflare's Fetcher type comes from its own bundled workers-types; only this method is needed.
+  const fetcher = (await mf.getWorker()) as unknown as { scheduled(o: { cron: string }): Promise<unknown> };
+  await fetcher.scheduled({ cron: '* * * * *' });
+}
+
 async function readyz(mf: Miniflare) {
   const res = await mf.dispatchFetch('http://worker/readyz');
-  return { status: res.status, body: (await res.json()) as { status: string; checks: Record<string, string> } };
+  return {
+    status: res.status,
+    body: (await res.json()) as { status: string; checks: Record<string, string> },
+  };
 }
 
 describe('the Worker in workerd', () => {
@@ -88,6 +98,122 @@ describe('the Worker in workerd', () => {
     const live = await mf.dispatchFetch('http://worker/livez');
     expect(live.status).toBe(200);
     expect(await live.json()).toEqual({ status: 'ok' });
-    expect(await readyz(mf)).toEqual({ status: 200, body: { status: 'ok', checks: { boot: 'ok', database: 'ok' } } });
+    expect(await readyz(mf)).toEqual({
+      status: 200,
+      body: { status: 'ok', checks: { boot: 'ok', database: 'ok' } },
+    });
+  });
+
+  it('reports read_only when the database only takes reads', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    await (await openDatabase(url, log)).close();
+    await cluster.query(
+      `ALTER DATABASE ${new URL(url).pathname.slice(1)} SET default_transaction_read_only = on`,
+    );
+    const mf = worker({ DATABASE_URL: neonUrl(url) });
+    const res = await mf.dispatchFetch('http://worker/readyz?verbose');
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { checks: unknown }).checks).toEqual({ boot: 'ok', database: 'read_only' });
+  });
+
+  it('reports unreachable when the database cannot be reached, and keeps liveness', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    await (await openDatabase(url, log)).close();
+    const ownProxy = await startNeonProxy({ upstream: cluster.url() });
+    const mf = worker({ DATABASE_URL: neonUrl(url) }, ownProxy);
+    expect((await readyz(mf)).status).toBe(200);
+    await ownProxy.close();
+    const down = await readyz(mf);
+    expect(down).toEqual({
+      status: 503,
+      body: { status: 'unavailable', checks: { boot: 'ok', database: 'unreachable' } },
+    });
+    expect((await mf.dispatchFetch('http://worker/livez')).status).toBe(200);
+  });
+
+  it('refuses to serve when the schema is behind the bundled migrations', async () => {
+    const url = await freshDatabase(cluster);
+    const mf = worker({ DATABASE_URL: neonUrl(url) });
+    const ready = await readyz(mf);
+    expect(ready.status).toBe(503);
+    expect(ready.body.checks.boot).toBe('failed');
+    const api = await mf.dispatchFetch('http://worker/api/invoices');
+    expect(api.status).toBe(503);
+    expect(api.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect((await mf.dispatchFetch('http://worker/livez')).status).toBe(200);
+  });
+
+  const xeroBindings = () => ({
+    XERO_API_URL: sandbox.url,
+    XERO_IDENTITY_URL: `${sandbox.url}/identity`,
+    XERO_CLIENT_ID: 'sandbox-client',
+    XERO_CLIENT_SECRET: 'sandbox-secret',
+  });
+
+  it('pushes a due invoice from scheduled()', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    const handle = await openDatabase(url, log);
+    const { org, tenantId } = await connectedOrganization(handle.db, await testBox(), sandbox, 'Cron Co');
+    const id = await queuePush(handle.db, org.id, 'cron-1');
+    await handle.close();
+    const mf = worker({ DATABASE_URL: neonUrl(url), ...xeroBindings() });
+    await scheduled(mf);
+    const db = new pg.Client(url);
+    await db.connect();
+    const { rows } = await db.query('SELECT status, xero_invoice_id FROM invoice_pushes WHERE id = $1', [id]);
+    await db.end();
+    expect(rows[0].status).toBe('pushed');
+    expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(1);
+  });
+
+  it('disposes and retries a poisoned tick once inside the same invocation', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    const handle = await openDatabase(url, log);
+    const { org, tenantId } = await connectedOrganization(
+      handle.db,
+      await testBox(),
+      sandbox,
+      'Poisoned Cron Co',
+    );
+    const id = await queuePush(handle.db, org.id, 'cron-poison');
+    await handle.close();
+    const mf = worker({ DATABASE_URL: neonUrl(url), ...xeroBindings() });
+    await readyz(mf); // boot the isolate first, so the next connection to wait on the lock is the tick's
+
+    // Hold the queue's table so the tick's claim waits; then kill the waiting backend (57P01, a
+    // poison error) and let go. Only a dispose-and-retry inside the invocation can still push it.
+    const locker = new pg.Client(url);
+    await locker.connect();
+    await locker.query('BEGIN');
+    await locker.query('LOCK TABLE invoice_pushes IN ACCESS EXCLUSIVE MODE');
+    const run = scheduled(mf);
+    const dbName = new URL(url).pathname.slice(1);
+    const waiting = await until(
+      async () =>
+        (
+          await cluster.query<{ pid: number }>(
+            `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock' AND query ILIKE 'update "invoice_pushes"%'`,
+            [dbName],
+          )
+        ).rows,
+      (rows) => rows.length > 0,
+      20_000,
+      25,
+    );
+    await cluster.query('SELECT pg_terminate_backend($1)', [waiting[0]?.pid]);
+    await locker.query('COMMIT');
+    await locker.end();
+    await run;
+
+    const db = new pg.Client(url);
+    await db.connect();
+    const { rows } = await db.query('SELECT status FROM invoice_pushes WHERE id = $1', [id]);
+    await db.end();
+    expect(rows[0].status).toBe('pushed');
+    expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(1);
   });
 });
