@@ -35,6 +35,9 @@ export interface SpawnOptions {
   env?: Record<string, string | undefined>;
   cwd?: string;
   port?: number;
+  /** The program to run instead of `node --enable-source-maps dist/node.js`, e.g. the Bun entry. */
+  command?: string;
+  args?: string[];
 }
 
 const live = new Set<ChildProcess>();
@@ -44,7 +47,9 @@ process.on('exit', () => {
 
 export async function spawnServer(options: SpawnOptions = {}): Promise<ServerProcess> {
   const port = options.port ?? (await freePort());
-  const child = spawn(process.execPath, ['--enable-source-maps', serverEntry], {
+  const command = options.command ?? process.execPath;
+  const args = options.command ? (options.args ?? []) : ['--enable-source-maps', serverEntry];
+  const child = spawn(command, args, {
     cwd: options.cwd ?? repoRoot,
     env: {
       PATH: process.env.PATH,

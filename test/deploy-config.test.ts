@@ -1,0 +1,184 @@
+// The deploy files agree with the app: fly.toml's ports, checks and kill timeout, and a Dockerfile
+// whose final stage runs what tools/build.mjs produces. No Docker engine needed: the files are parsed.
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { parse } from 'smol-toml';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/platform/config.js';
+import { ReadinessGate } from '../src/platform/gate.js';
+import { healthRoutes } from '../src/platform/health.js';
+import { repoRoot } from './support/server.js';
+
+const read = (file: string) => readFileSync(resolve(repoRoot, file), 'utf8');
+const defaults = loadConfig({});
+
+/** Fly durations: "30s", "2m", "500ms", or a bare number of seconds. */
+function seconds(value: unknown): number {
+  if (typeof value === 'number') return value;
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(String(value));
+  if (!match) throw new Error(`not a duration: ${String(value)}`);
+  const unit = { ms: 0.001, s: 1, m: 60, h: 3600 }[match[2] as 'ms' | 's' | 'm' | 'h'];
+  return Number(match[1]) * unit;
+}
+
+/** The app's own health router, with the gate open and a database probe that answers ok. */
+function health() {
+  const gate = new ReadinessGate();
+  gate.open();
+  return healthRoutes({
+    gate,
+    probe: { check: async () => ({ status: 'ok', latencyMs: 0 }), last: undefined },
+  });
+}
+
+interface FlyCheck {
+  type?: string;
+  port?: number;
+  method?: string;
+  path?: string;
+  grace_period?: string;
+  interval?: string;
+  timeout?: string;
+}
+interface FlyToml {
+  app: string;
+  primary_region: string;
+  kill_signal: string;
+  kill_timeout: string | number;
+  build: { dockerfile?: string };
+  env: Record<string, string>;
+  http_service: {
+    internal_port: number;
+    force_https: boolean;
+    auto_stop_machines: string | boolean;
+    auto_start_machines: boolean;
+    min_machines_running: number;
+    checks: FlyCheck[];
+  };
+  checks: Record<string, FlyCheck>;
+  deploy?: { release_command?: string };
+}
+
+describe('fly.toml', () => {
+  const fly = parse(read('fly.toml')) as unknown as FlyToml;
+
+  it('serves on the port the app listens on by default, on all interfaces', () => {
+    expect(fly.http_service.internal_port).toBe(defaults.port);
+    expect(fly.env.PORT).toBe(String(defaults.port));
+    expect(fly.env.HOST).toBe('0.0.0.0');
+    expect(loadConfig(fly.env).port).toBe(fly.http_service.internal_port);
+    expect(fly.http_service.force_https).toBe(true);
+    // The ticks run in-process: auto-stop must leave at least one machine running.
+    expect(fly.http_service.min_machines_running).toBeGreaterThanOrEqual(1);
+    expect(fly.build.dockerfile).toBe('Dockerfile');
+    // Migrations run at boot under the advisory lock, not from a release command.
+    expect(fly.deploy?.release_command).toBeUndefined();
+  });
+
+  it('routes on /readyz and monitors /livez, and both routes answer 200 in the app', async () => {
+    expect(fly.http_service.checks).toHaveLength(1);
+    const routing = fly.http_service.checks[0];
+    expect(routing).toMatchObject({ method: 'GET', path: '/readyz' });
+    expect(seconds(routing?.grace_period)).toBe(30);
+    expect(seconds(routing?.interval)).toBe(10);
+    expect(seconds(routing?.timeout)).toBe(5);
+    // The probe is bounded by PROBE_TIMEOUT_MS: Fly must wait longer than that for an answer.
+    expect(seconds(routing?.timeout) * 1000).toBeGreaterThan(defaults.probeTimeoutMs);
+
+    const livez = fly.checks.livez;
+    expect(livez).toMatchObject({ type: 'http', port: defaults.port, path: '/livez' });
+    expect(seconds(livez?.grace_period)).toBe(10);
+    expect(seconds(livez?.interval)).toBe(15);
+    expect(seconds(livez?.timeout)).toBe(2);
+
+    const routes = health();
+    for (const path of [routing?.path, livez?.path]) {
+      const res = await routes.request(path ?? '/missing');
+      expect(res.status, path).toBe(200);
+      expect(await res.json()).toMatchObject({ status: 'ok' });
+    }
+  });
+
+  it('sends SIGTERM and waits longer than the drain budget before SIGKILL', () => {
+    expect(fly.kill_signal).toBe('SIGTERM');
+    // After the budget each remaining shutdown stage still gets up to a second (close the pools,
+    // flush error tracking): leave room for those too.
+    expect(seconds(fly.kill_timeout)).toBeGreaterThan(defaults.shutdownTimeoutMs / 1000 + 2);
+  });
+});
+
+describe('Dockerfile', () => {
+  const lines = read('Dockerfile')
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith('#'));
+  const stages: string[][] = [];
+  for (const line of lines) {
+    if (/^FROM\s/i.test(line)) stages.push([]);
+    stages.at(-1)?.push(line);
+  }
+  const final = stages.at(-1) ?? [];
+  const build = stages[0] ?? [];
+  const instruction = (stage: string[], name: string) =>
+    stage.filter((l) => l.toUpperCase().startsWith(`${name} `)).map((l) => l.slice(name.length).trim());
+
+  // tools/build.mjs's outputs: outdir/<entry name>.js for each entry point.
+  const buildScript = read('tools/build.mjs');
+  const outdir = /outdir:\s*'([^']+)'/.exec(buildScript)?.[1];
+  const entries = Object.fromEntries(
+    [...(/entryPoints:\s*\{([^}]*)\}/.exec(buildScript)?.[1] ?? '').matchAll(/(\w+):\s*'([^']+)'/g)].map(
+      (m) => [m[1], m[2]],
+    ),
+  );
+
+  it('builds in one stage and runs in another, both on Node 20', () => {
+    expect(stages.length).toBeGreaterThanOrEqual(2);
+    for (const stage of stages) expect(stage[0]).toMatch(/^FROM node:20-bookworm-slim\b/);
+    expect(instruction(build, 'RUN')).toEqual(expect.arrayContaining([expect.stringMatching(/^npm ci\b/)]));
+    expect(instruction(build, 'RUN')).toContain('npm run build');
+    const pkg = JSON.parse(read('package.json')) as { scripts: Record<string, string> };
+    expect(pkg.scripts.build).toBe('node tools/build.mjs');
+    // The build stage has what tools/build.mjs reads.
+    const copied = instruction(build, 'COPY').join('\n');
+    for (const needed of ['package-lock.json', 'tools', 'src', 'tsconfig.json'])
+      expect(copied).toContain(needed);
+  });
+
+  it('installs production dependencies only, as a non-root user', () => {
+    const runs = instruction(final, 'RUN');
+    expect(runs.some((r) => /^npm ci\b/.test(r) && r.includes('--omit=dev'))).toBe(true);
+    const user = instruction(final, 'USER').at(-1);
+    expect(user).toBeDefined();
+    expect(user).not.toMatch(/^(root|0)(:|$)/);
+    expect(instruction(final, 'ENV')).toContain('NODE_ENV=production');
+    expect(instruction(final, 'EXPOSE')).toEqual([String(defaults.port)]);
+  });
+
+  it('runs dist/node.js, which is what tools/build.mjs produces from the Node entry', () => {
+    const cmd = JSON.parse(instruction(final, 'CMD').at(-1) ?? '[]') as string[];
+    expect(cmd[0]).toBe('node');
+    const script = cmd.at(-1);
+    expect(script).toBe('dist/node.js');
+    expect(outdir).toBe('dist');
+    expect(entries.node).toBe('src/runtime/node.ts');
+    expect(`${outdir}/node.js`).toBe(script);
+    expect(instruction(final, 'COPY')).toContain(`--from=build /app/${outdir} ./${outdir}`);
+  });
+
+  it('keeps local state, build output and node_modules out of the build context', () => {
+    const ignored = read('.dockerignore')
+      .split('\n')
+      .map((l) => l.trim());
+    for (const entry of ['node_modules', 'dist', '.data', '.git']) expect(ignored).toContain(entry);
+  });
+});
+
+describe.skipIf(!existsSync(resolve(repoRoot, 'wrangler.toml')))('wrangler.toml', () => {
+  // A placeholder: the Workers work owns this file and its checks.
+  it('parses and names an entry that exists', () => {
+    const wrangler = parse(read('wrangler.toml')) as { main?: string };
+    expect(wrangler.main).toBeDefined();
+    expect(existsSync(resolve(repoRoot, wrangler.main ?? ''))).toBe(true);
+  });
+});
