@@ -174,11 +174,27 @@ describe('Dockerfile', () => {
   });
 });
 
-describe.skipIf(!existsSync(resolve(repoRoot, 'wrangler.toml')))('wrangler.toml', () => {
-  // A placeholder: the Workers work owns this file and its checks.
-  it('parses and names an entry that exists', () => {
-    const wrangler = parse(read('wrangler.toml')) as { main?: string };
-    expect(wrangler.main).toBeDefined();
+describe('wrangler.toml', () => {
+  const wrangler = parse(read('wrangler.toml')) as {
+    main?: string;
+    compatibility_date?: string;
+    compatibility_flags?: string[];
+    triggers?: { crons?: string[] };
+    vars?: Record<string, string>;
+  };
+
+  it('points at the Worker entry, on the compatibility date workerd here accepts', () => {
+    expect(wrangler.main).toBe('src/runtime/worker.ts');
     expect(existsSync(resolve(repoRoot, wrangler.main ?? ''))).toBe(true);
+    expect(wrangler.compatibility_date).toBe('2026-04-26');
+    expect(wrangler.compatibility_flags).toContain('nodejs_compat');
+  });
+
+  it('runs the ticks every minute and commits no secret', () => {
+    expect(wrangler.triggers?.crons).toEqual(['* * * * *']);
+    const vars = Object.keys(wrangler.vars ?? {});
+    for (const secret of ['DATABASE_URL', 'TOKEN_ENCRYPTION_KEY', 'XERO_CLIENT_SECRET', 'SENTRY_DSN']) {
+      expect(vars).not.toContain(secret);
+    }
   });
 });
