@@ -3,37 +3,37 @@ import type { Migration } from '../platform/db/migrate.js';
 
 export const migrations: Migration[] = [
   {
-    tag: '0000_init',
-    hash: 'cf744c68219972286034e1329e2226a43a777c9aa8e06b1956aa7c5f24636c6f',
-    createdAt: 1795979051143,
-    statements: [
-      'CREATE TABLE "health_heartbeat" (\n\t"instance_id" text PRIMARY KEY NOT NULL,\n\t"beat_at" timestamp with time zone DEFAULT now() NOT NULL,\n\t"beats" bigint DEFAULT 1 NOT NULL\n);',
-      'CREATE TABLE "organizations" (\n\t"id" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t"name" text NOT NULL,\n\t"api_key_hash" text NOT NULL,\n\t"created_at" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT "organizations_api_key_hash_unique" UNIQUE("api_key_hash")\n);',
-    ],
+    "tag": "0000_init",
+    "hash": "cf744c68219972286034e1329e2226a43a777c9aa8e06b1956aa7c5f24636c6f",
+    "createdAt": 1795979051143,
+    "statements": [
+      "CREATE TABLE \"health_heartbeat\" (\n\t\"instance_id\" text PRIMARY KEY NOT NULL,\n\t\"beat_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"beats\" bigint DEFAULT 1 NOT NULL\n);",
+      "CREATE TABLE \"organizations\" (\n\t\"id\" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t\"name\" text NOT NULL,\n\t\"api_key_hash\" text NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"organizations_api_key_hash_unique\" UNIQUE(\"api_key_hash\")\n);"
+    ]
   },
   {
-    tag: '0001_ingress_and_xero',
-    hash: 'cc99a00e40f64d4db73e440488bd3b39b0cbe851255bd1e03fc3352d5e4bb374',
-    createdAt: 1795980267906,
-    statements: [
-      'CREATE TABLE "invoice_pushes" (\n\t"id" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t"organization_id" uuid NOT NULL,\n\t"connection_id" uuid,\n\t"idempotency_key" text NOT NULL,\n\t"request_hash" text NOT NULL,\n\t"payload" jsonb NOT NULL,\n\t"status" text NOT NULL,\n\t"attempts" integer DEFAULT 0 NOT NULL,\n\t"next_attempt_at" timestamp with time zone DEFAULT now() NOT NULL,\n\t"lease_owner" text,\n\t"lease_expires_at" timestamp with time zone,\n\t"last_error" text,\n\t"xero_invoice_id" text,\n\t"created_at" timestamp with time zone DEFAULT now() NOT NULL,\n\t"updated_at" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT "invoice_pushes_org_key_unique" UNIQUE("organization_id","idempotency_key"),\n\tCONSTRAINT "invoice_pushes_key_length_check" CHECK (char_length("invoice_pushes"."idempotency_key") between 1 and 128),\n\tCONSTRAINT "invoice_pushes_status_check" CHECK ("invoice_pushes"."status" in (\'queued\', \'pushed\', \'failed\', \'dead\', \'awaiting_connection\'))\n);',
-      'CREATE TABLE "xero_connections" (\n\t"id" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t"organization_id" uuid NOT NULL,\n\t"tenant_id" text NOT NULL,\n\t"tenant_name" text,\n\t"access_token_enc" text,\n\t"refresh_token_enc" text NOT NULL,\n\t"access_expires_at" timestamp with time zone,\n\t"token_version" integer DEFAULT 1 NOT NULL,\n\t"status" text DEFAULT \'active\' NOT NULL,\n\t"refresh_lease_owner" text,\n\t"refresh_lease_expires_at" timestamp with time zone,\n\t"refresh_started_at" timestamp with time zone,\n\t"refresh_started_version" integer,\n\t"created_at" timestamp with time zone DEFAULT now() NOT NULL,\n\t"updated_at" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT "xero_connections_org_tenant_unique" UNIQUE("organization_id","tenant_id"),\n\tCONSTRAINT "xero_connections_status_check" CHECK ("xero_connections"."status" in (\'active\', \'needs_reauth\'))\n);',
-      'ALTER TABLE "invoice_pushes" ADD CONSTRAINT "invoice_pushes_organization_id_organizations_id_fk" FOREIGN KEY ("organization_id") REFERENCES "public"."organizations"("id") ON DELETE cascade ON UPDATE no action;',
-      'ALTER TABLE "invoice_pushes" ADD CONSTRAINT "invoice_pushes_connection_id_xero_connections_id_fk" FOREIGN KEY ("connection_id") REFERENCES "public"."xero_connections"("id") ON DELETE set null ON UPDATE no action;',
-      'ALTER TABLE "xero_connections" ADD CONSTRAINT "xero_connections_organization_id_organizations_id_fk" FOREIGN KEY ("organization_id") REFERENCES "public"."organizations"("id") ON DELETE cascade ON UPDATE no action;',
-      'CREATE INDEX "invoice_pushes_due_idx" ON "invoice_pushes" USING btree ("status","next_attempt_at");',
-      'CREATE INDEX "invoice_pushes_org_created_idx" ON "invoice_pushes" USING btree ("organization_id","created_at","id");',
-    ],
+    "tag": "0001_ingress_and_xero",
+    "hash": "cc99a00e40f64d4db73e440488bd3b39b0cbe851255bd1e03fc3352d5e4bb374",
+    "createdAt": 1795980267906,
+    "statements": [
+      "CREATE TABLE \"invoice_pushes\" (\n\t\"id\" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t\"organization_id\" uuid NOT NULL,\n\t\"connection_id\" uuid,\n\t\"idempotency_key\" text NOT NULL,\n\t\"request_hash\" text NOT NULL,\n\t\"payload\" jsonb NOT NULL,\n\t\"status\" text NOT NULL,\n\t\"attempts\" integer DEFAULT 0 NOT NULL,\n\t\"next_attempt_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"lease_owner\" text,\n\t\"lease_expires_at\" timestamp with time zone,\n\t\"last_error\" text,\n\t\"xero_invoice_id\" text,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"invoice_pushes_org_key_unique\" UNIQUE(\"organization_id\",\"idempotency_key\"),\n\tCONSTRAINT \"invoice_pushes_key_length_check\" CHECK (char_length(\"invoice_pushes\".\"idempotency_key\") between 1 and 128),\n\tCONSTRAINT \"invoice_pushes_status_check\" CHECK (\"invoice_pushes\".\"status\" in ('queued', 'pushed', 'failed', 'dead', 'awaiting_connection'))\n);",
+      "CREATE TABLE \"xero_connections\" (\n\t\"id\" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t\"organization_id\" uuid NOT NULL,\n\t\"tenant_id\" text NOT NULL,\n\t\"tenant_name\" text,\n\t\"access_token_enc\" text,\n\t\"refresh_token_enc\" text NOT NULL,\n\t\"access_expires_at\" timestamp with time zone,\n\t\"token_version\" integer DEFAULT 1 NOT NULL,\n\t\"status\" text DEFAULT 'active' NOT NULL,\n\t\"refresh_lease_owner\" text,\n\t\"refresh_lease_expires_at\" timestamp with time zone,\n\t\"refresh_started_at\" timestamp with time zone,\n\t\"refresh_started_version\" integer,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"xero_connections_org_tenant_unique\" UNIQUE(\"organization_id\",\"tenant_id\"),\n\tCONSTRAINT \"xero_connections_status_check\" CHECK (\"xero_connections\".\"status\" in ('active', 'needs_reauth'))\n);",
+      "ALTER TABLE \"invoice_pushes\" ADD CONSTRAINT \"invoice_pushes_organization_id_organizations_id_fk\" FOREIGN KEY (\"organization_id\") REFERENCES \"public\".\"organizations\"(\"id\") ON DELETE cascade ON UPDATE no action;",
+      "ALTER TABLE \"invoice_pushes\" ADD CONSTRAINT \"invoice_pushes_connection_id_xero_connections_id_fk\" FOREIGN KEY (\"connection_id\") REFERENCES \"public\".\"xero_connections\"(\"id\") ON DELETE set null ON UPDATE no action;",
+      "ALTER TABLE \"xero_connections\" ADD CONSTRAINT \"xero_connections_organization_id_organizations_id_fk\" FOREIGN KEY (\"organization_id\") REFERENCES \"public\".\"organizations\"(\"id\") ON DELETE cascade ON UPDATE no action;",
+      "CREATE INDEX \"invoice_pushes_due_idx\" ON \"invoice_pushes\" USING btree (\"status\",\"next_attempt_at\");",
+      "CREATE INDEX \"invoice_pushes_org_created_idx\" ON \"invoice_pushes\" USING btree (\"organization_id\",\"created_at\",\"id\");"
+    ]
   },
   {
-    tag: '0002_oauth_states',
-    hash: '19b84689c6dd748a3618803a977a9ec6eac3130f36e287a01aa4134573b365e2',
-    createdAt: 1795982112980,
-    statements: [
-      'CREATE TABLE "oauth_states" (\n\t"state_hash" text PRIMARY KEY NOT NULL,\n\t"organization_id" uuid NOT NULL,\n\t"expires_at" timestamp with time zone NOT NULL,\n\t"created_at" timestamp with time zone DEFAULT now() NOT NULL\n);',
-      'ALTER TABLE "oauth_states" ADD CONSTRAINT "oauth_states_organization_id_organizations_id_fk" FOREIGN KEY ("organization_id") REFERENCES "public"."organizations"("id") ON DELETE cascade ON UPDATE no action;',
-    ],
-  },
+    "tag": "0002_oauth_states",
+    "hash": "19b84689c6dd748a3618803a977a9ec6eac3130f36e287a01aa4134573b365e2",
+    "createdAt": 1795982112980,
+    "statements": [
+      "CREATE TABLE \"oauth_states\" (\n\t\"state_hash\" text PRIMARY KEY NOT NULL,\n\t\"organization_id\" uuid NOT NULL,\n\t\"expires_at\" timestamp with time zone NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL\n);",
+      "ALTER TABLE \"oauth_states\" ADD CONSTRAINT \"oauth_states_organization_id_organizations_id_fk\" FOREIGN KEY (\"organization_id\") REFERENCES \"public\".\"organizations\"(\"id\") ON DELETE cascade ON UPDATE no action;"
+    ]
+  }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
