@@ -33,8 +33,17 @@ export const migrations: Migration[] = [
       "CREATE TABLE \"oauth_states\" (\n\t\"state_hash\" text PRIMARY KEY NOT NULL,\n\t\"organization_id\" uuid NOT NULL,\n\t\"expires_at\" timestamp with time zone NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL\n);",
       "ALTER TABLE \"oauth_states\" ADD CONSTRAINT \"oauth_states_organization_id_organizations_id_fk\" FOREIGN KEY (\"organization_id\") REFERENCES \"public\".\"organizations\"(\"id\") ON DELETE cascade ON UPDATE no action;"
     ]
+  },
+  {
+    "tag": "0003_due_index",
+    "hash": "e063dd9764841d676c1807d2184afa84f898b84a48e3a06cb391c7937bad9216",
+    "createdAt": 1795985622291,
+    "statements": [
+      "DROP INDEX \"invoice_pushes_due_idx\";",
+      "CREATE INDEX \"invoice_pushes_due_idx\" ON \"invoice_pushes\" USING btree (\"next_attempt_at\") WHERE \"invoice_pushes\".\"status\" in ('queued', 'failed');"
+    ]
   }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestMigrationAt = 1795982112980;
+export const latestMigrationAt = 1795985622291;

@@ -44,7 +44,8 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
     .from(invoicePushes)
     .where(
       and(
-        inArray(invoicePushes.status, ['queued', 'failed']),
+        // Literal, not bound: it must match the partial index's predicate for the planner to use it.
+        sql`${invoicePushes.status} in ('queued', 'failed')`,
         lte(invoicePushes.nextAttemptAt, sql`now()`),
         or(leaseExpired, eq(invoicePushes.leaseOwner, deps.owner)),
       ),
@@ -100,59 +101,63 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
     return token;
   };
 
-  // Each push settles on its own: one failing write must not stop the rest of the batch. A poison
-  // error is re-thrown at the end so runTick can dispose the pool and run the tick again.
+  // Outcomes are collected and written together in one statement at the end: one round trip per
+  // batch instead of one per push. If the tick dies before that write, the leases expire and the
+  // pushes are retried under the same Idempotency-Key, so Xero still holds each invoice once.
+  const settlements: Settlement[] = [];
+  const settle = (id: string, s: Omit<Settlement, 'id'>) => void settlements.push({ id, ...s });
   let poison: unknown;
-  await Promise.all(
-    claimed.map(async (push) => {
-      try {
-        const connection = push.connectionId ? byId.get(push.connectionId) : undefined;
-        if (connection?.status !== 'active') {
-          await settle(db, deps, push.id, { status: 'awaiting_connection', attempts: push.attempts - 1 });
-          result.deferred += 1;
-          return;
-        }
-        const token = await accessToken(connection);
-        if (!token) {
-          // The refresh tick renews it; this attempt is not the invoice's fault.
-          await settle(db, deps, push.id, { retryInMs: 15_000, attempts: push.attempts - 1 });
-          result.deferred += 1;
-          return;
-        }
-        const outcome = await pushOne(
-          deps,
-          connection.tenantId,
-          token,
-          push.id,
-          push.payload as InvoiceInput,
-        );
-        if (outcome === 'deferred') {
-          await settle(db, deps, push.id, { retryInMs: 1000, attempts: push.attempts - 1 });
-          result.deferred += 1;
-          return;
-        }
-        const kind = await record(db, deps, push, connection.id, outcome);
-        result[kind] += 1;
-      } catch (err) {
-        if (poisonReason(err) !== undefined) {
-          poison ??= err;
-          return;
-        }
-        // A bug or a corrupt row: keep it from blocking the batch, and leave a trace on the push.
-        deps.log.error('push failed unexpectedly', { push: push.id, err });
-        await settle(db, deps, push.id, {
-          status: 'failed',
-          retryInMs: backoffMs(push.attempts, deps.backoff),
-          lastError: 'internal error',
-        }).catch((e: unknown) => {
-          poison ??= e;
-        });
+  const pushClaimed = async (push: (typeof claimed)[number]) => {
+    try {
+      const connection = push.connectionId ? byId.get(push.connectionId) : undefined;
+      if (connection?.status !== 'active') {
+        settle(push.id, { status: 'awaiting_connection', attempts: push.attempts - 1 });
+        result.deferred += 1;
+        return;
       }
+      const token = await accessToken(connection);
+      if (!token) {
+        // The refresh tick renews it; this attempt is not the invoice's fault.
+        settle(push.id, { retryInMs: 15_000, attempts: push.attempts - 1 });
+        result.deferred += 1;
+        return;
+      }
+      const outcome = await pushOne(deps, connection.tenantId, token, push.id, push.payload as InvoiceInput);
+      if (outcome === 'deferred') {
+        settle(push.id, { retryInMs: 1000, attempts: push.attempts - 1 });
+        result.deferred += 1;
+        return;
+      }
+      const [kind, settlement] = await record(db, deps, push, connection.id, outcome);
+      settle(push.id, settlement);
+      result[kind] += 1;
+    } catch (err) {
+      if (poisonReason(err) !== undefined) {
+        poison ??= err;
+        return;
+      }
+      // A bug or a corrupt row: keep it from blocking the batch, and leave a trace on the push.
+      deps.log.error('push failed unexpectedly', { push: push.id, err });
+      settle(push.id, {
+        status: 'failed',
+        retryInMs: backoffMs(push.attempts, deps.backoff),
+        lastError: 'internal error',
+      });
+    }
+  };
+  // Bounded fan-out: a large batch must not open hundreds of Xero calls at once and time them out.
+  const queue = [...claimed];
+  await Promise.all(
+    Array.from({ length: Math.min(MAX_IN_FLIGHT, queue.length) }, async () => {
+      for (let push = queue.shift(); push; push = queue.shift()) await pushClaimed(push);
     }),
   );
+  await settleAll(db, deps.owner, settlements);
   if (poison !== undefined) throw poison;
   return result;
 }
+
+const MAX_IN_FLIGHT = 16;
 
 async function pushOne(
   deps: PushTickDeps,
@@ -185,52 +190,40 @@ async function record(
   push: { id: string; attempts: number },
   connectionId: string,
   outcome: PushOutcome,
-): Promise<Recorded> {
+): Promise<[Recorded, Omit<Settlement, 'id'>]> {
   switch (outcome.kind) {
     case 'ok':
-      await settle(db, deps, push.id, { status: 'pushed', xeroInvoiceId: outcome.invoiceId });
-      return 'pushed';
+      return ['pushed', { status: 'pushed', xeroInvoiceId: outcome.invoiceId }];
     case 'invalid':
-      await settle(db, deps, push.id, {
-        status: 'dead',
-        lastError: `Xero rejected the invoice: ${outcome.message}`,
-      });
-      return 'dead';
+      return ['dead', { status: 'dead', lastError: `Xero rejected the invoice: ${outcome.message}` }];
     case 'rate_limited':
       // Xero's own pacing, not a failure of this invoice: the attempt is given back.
-      await settle(db, deps, push.id, {
-        retryInMs: outcome.retryAfterSeconds * 1000,
-        attempts: push.attempts - 1,
-        lastError: `rate limited by Xero; retrying after ${outcome.retryAfterSeconds} s`,
-      });
-      return 'retrying';
+      return [
+        'retrying',
+        {
+          retryInMs: outcome.retryAfterSeconds * 1000,
+          attempts: push.attempts - 1,
+          lastError: `rate limited by Xero; retrying after ${outcome.retryAfterSeconds} s`,
+        },
+      ];
     case 'unauthorized':
       // Expire the access token so the refresh tick renews it before the next attempt.
       await db
         .update(xeroConnections)
         .set({ accessExpiresAt: sql`now()`, updatedAt: sql`now()` })
         .where(eq(xeroConnections.id, connectionId));
-      await settle(db, deps, push.id, {
-        retryInMs: 5000,
-        attempts: push.attempts - 1,
-        lastError: 'Xero answered 401',
-      });
-      return 'retrying';
-    case 'transient': {
+      return ['retrying', { retryInMs: 5000, attempts: push.attempts - 1, lastError: 'Xero answered 401' }];
+    case 'transient':
       if (push.attempts >= deps.maxAttempts) {
-        await settle(db, deps, push.id, {
-          status: 'dead',
-          lastError: `gave up after ${push.attempts} attempts: ${outcome.reason}`,
-        });
-        return 'dead';
+        return [
+          'dead',
+          { status: 'dead', lastError: `gave up after ${push.attempts} attempts: ${outcome.reason}` },
+        ];
       }
-      await settle(db, deps, push.id, {
-        status: 'failed',
-        retryInMs: backoffMs(push.attempts, deps.backoff),
-        lastError: outcome.reason,
-      });
-      return 'retrying';
-    }
+      return [
+        'retrying',
+        { status: 'failed', retryInMs: backoffMs(push.attempts, deps.backoff), lastError: outcome.reason },
+      ];
   }
 }
 
@@ -241,6 +234,7 @@ export function backoffMs(attempt: number, { baseMs, maxMs }: { baseMs: number; 
 }
 
 interface Settlement {
+  id: string;
   status?: 'pushed' | 'failed' | 'dead' | 'awaiting_connection';
   retryInMs?: number;
   attempts?: number;
@@ -248,21 +242,30 @@ interface Settlement {
   xeroInvoiceId?: string;
 }
 
-// Fenced on the lease: if it expired and another replica took the push, this write does nothing.
-async function settle(db: Database, deps: PushTickDeps, id: string, s: Settlement): Promise<void> {
-  await db
-    .update(invoicePushes)
-    .set({
-      ...(s.status ? { status: s.status } : {}),
-      ...(s.attempts !== undefined ? { attempts: Math.max(0, s.attempts) } : {}),
-      ...(s.retryInMs !== undefined
-        ? { nextAttemptAt: sql`now() + ${`${Math.round(s.retryInMs)} milliseconds`}::interval` }
-        : {}),
-      ...(s.xeroInvoiceId ? { xeroInvoiceId: s.xeroInvoiceId, lastError: null } : {}),
-      ...(s.lastError !== undefined ? { lastError: s.lastError } : {}),
-      leaseOwner: null,
-      leaseExpiresAt: null,
-      updatedAt: sql`now()`,
-    })
-    .where(and(eq(invoicePushes.id, id), eq(invoicePushes.leaseOwner, deps.owner)));
+// One statement for the whole batch, fenced on the lease: a push whose lease expired and was taken
+// by another replica is left to that replica.
+async function settleAll(db: Database, owner: string, settlements: Settlement[]): Promise<void> {
+  for (let i = 0; i < settlements.length; i += SETTLE_CHUNK) {
+    const rows = settlements.slice(i, i + SETTLE_CHUNK).map(
+      (s) =>
+        sql`(${s.id}::uuid, ${s.status ?? null}::text, ${s.attempts === undefined ? null : Math.max(0, s.attempts)}::int,
+             ${s.retryInMs === undefined ? null : Math.round(s.retryInMs)}::bigint, ${s.lastError ?? null}::text,
+             ${s.xeroInvoiceId ?? null}::text)`,
+    );
+    await db.execute(sql`
+      UPDATE invoice_pushes AS p SET
+        status = coalesce(v.status, p.status),
+        attempts = coalesce(v.attempts, p.attempts),
+        next_attempt_at = CASE WHEN v.retry_ms IS NULL THEN p.next_attempt_at
+                               ELSE now() + v.retry_ms * interval '1 millisecond' END,
+        xero_invoice_id = coalesce(v.xero_id, p.xero_invoice_id),
+        last_error = CASE WHEN v.xero_id IS NOT NULL THEN NULL ELSE coalesce(v.last_error, p.last_error) END,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        updated_at = now()
+      FROM (VALUES ${sql.join(rows, sql`, `)}) AS v(id, status, attempts, retry_ms, last_error, xero_id)
+      WHERE p.id = v.id AND p.lease_owner = ${owner}`);
+  }
 }
+
+const SETTLE_CHUNK = 500;

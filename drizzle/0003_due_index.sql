@@ -1,0 +1,2 @@
+DROP INDEX "invoice_pushes_due_idx";--> statement-breakpoint
+CREATE INDEX "invoice_pushes_due_idx" ON "invoice_pushes" USING btree ("next_attempt_at") WHERE "invoice_pushes"."status" in ('queued', 'failed');
