@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { DatabaseHandle } from '../platform/db/handle.js';
-import { poisonReason } from '../platform/db/poison.js';
+import { isPoolExhausted, poisonReason } from '../platform/db/poison.js';
 import { DatabaseUnavailableError } from '../platform/db/poison-retry.js';
 import type { ErrorTracker } from '../platform/error-tracking.js';
 import type { ReadinessGate } from '../platform/gate.js';
@@ -61,9 +61,15 @@ export function createApp(deps: AppDeps): Hono {
     if (err instanceof HTTPException) return c.json(errorBody('bad_request', err.message), err.status);
     // A failover in progress: the pool is already rebuilt, the client should simply come back.
     const reason = err instanceof DatabaseUnavailableError ? err.reason : poisonReason(err);
-    if (reason !== undefined) {
-      if (!(err instanceof DatabaseUnavailableError)) void database.dispose(`poison in request: ${reason}`);
-      log.warn('request failed: database unavailable', { method: c.req.method, path: c.req.path, reason });
+    if (reason !== undefined || isPoolExhausted(err)) {
+      if (reason !== undefined && !(err instanceof DatabaseUnavailableError)) {
+        void database.dispose(`poison in request: ${reason}`);
+      }
+      log.warn('request failed: database unavailable', {
+        method: c.req.method,
+        path: c.req.path,
+        reason: reason ?? 'pool exhausted',
+      });
       return c.json(errorBody('database_unavailable', 'the database is unavailable; retry shortly'), 503, {
         'retry-after': '1',
       });

@@ -31,6 +31,8 @@ const MESSAGES: ReadonlyArray<readonly [RegExp, string]> = [
   [/^SSL connection has been closed unexpectedly|^SSL SYSCALL error/, 'ssl closed'],
   // Neon HTTP driver: fetch() itself failed (the TypeError is on `sourceError`, not `cause`).
   [/^Error connecting to database: /, 'http transport'],
+  // Another caller disposed the pool while this work was using it: the work belongs on the new one.
+  [/^Cannot use a pool after calling end on the pool/, 'pool ended'],
 ];
 // Neon HTTP driver: any status but 400 (a Postgres error) is "Server error (HTTP status N)". Only the
 // proxy/gateway failures count: 413 (request too large) and 507 (response too large) are the query's.
@@ -86,4 +88,15 @@ export function poisonReason(err: unknown): string | undefined {
 /** True when `err` means the connection or pool is broken or read-only: dispose it and retry once. */
 export function isPoisoned(err: unknown): boolean {
   return poisonReason(err) !== undefined;
+}
+
+/**
+ * The pool had no free connection in time. Not a broken pool (disposing it would only add load),
+ * but the request still cannot be served now: callers answer 503 with Retry-After, not 500.
+ */
+export function isPoolExhausted(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < MAX_DEPTH; e = e.cause, depth++) {
+    if (/^timeout exceeded when trying to connect/.test(e.message)) return true;
+  }
+  return false;
 }
