@@ -118,6 +118,9 @@ export class WsPipes {
 
     tcp.on('error', (error: NodeJS.ErrnoException) => {
       finish(error);
+      // A write that met the dying socket may have paused the WebSocket for backpressure: 'drain'
+      // never comes, and a paused WebSocket never completes its close handshake.
+      ws.resume();
       if (ws.readyState !== ws.OPEN) return;
       if (!upstreamSpoke) {
         // Nothing has reached the client yet: it is waiting for the reply to its startup packet.

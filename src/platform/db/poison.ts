@@ -31,6 +31,9 @@ const MESSAGES: ReadonlyArray<readonly [RegExp, string]> = [
   [/^SSL connection has been closed unexpectedly|^SSL SYSCALL error/, 'ssl closed'],
   // Neon HTTP driver: fetch() itself failed (the TypeError is on `sourceError`, not `cause`).
   [/^Error connecting to database: /, 'http transport'],
+  // Neon HTTP driver: the proxy lost its upstream connection mid-query and answered 400 with the
+  // socket error's message but no SQLSTATE.
+  [/^(?:read|write) (?:ECONNRESET|EPIPE)\b/, 'socket reset'],
   // Another caller disposed the pool while this work was using it: the work belongs on the new one.
   [/^Cannot use a pool after calling end on the pool/, 'pool ended'],
 ];

@@ -92,7 +92,14 @@ export function wrapPgCompatiblePool(
     stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     end: () => {
       ending = true;
-      return pool.end();
+      const ended = pool.end();
+      // pg-pool neither serves nor fails callers still queued for a client once end() is called: they
+      // would wait out connectionTimeoutMillis. Fail them now, as a later connect() would, so the
+      // request path retries them on the fresh pool at once. (_pendingQueue is pg-pool's own field.)
+      const queue = (pool as unknown as { _pendingQueue?: { callback(err: Error): void }[] })._pendingQueue;
+      for (const item of queue?.splice(0) ?? [])
+        item.callback(new Error('Cannot use a pool after calling end on the pool'));
+      return ended;
     },
   };
 }
