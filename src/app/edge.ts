@@ -3,7 +3,6 @@ import { createNeonDriver } from '../platform/db/drivers/neon.js';
 import { DatabaseHandle } from '../platform/db/handle.js';
 import { schemaState } from '../platform/db/migrate.js';
 import { WriteProbe } from '../platform/db/probe.js';
-import type { DatabaseDriver } from '../platform/db/types.js';
 import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../platform/error-tracking.js';
 import { ReadinessGate } from '../platform/gate.js';
 import { createTickRunner } from '../platform/jobs/tick.js';
@@ -41,7 +40,6 @@ interface Isolate {
 }
 
 interface Invocation {
-  driver: DatabaseDriver;
   database: DatabaseHandle;
   probeDatabase: DatabaseHandle;
   close(): Promise<void>;
@@ -67,7 +65,6 @@ export function createWorkerHandlers() {
     const app = new DatabaseHandle(driver, 'app', iso.log);
     const probe = new DatabaseHandle(driver, 'probe', iso.log);
     return {
-      driver,
       database: app,
       probeDatabase: probe,
       close: async () => {

@@ -1,14 +1,12 @@
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
-import { createNeonDriver } from './drivers/neon.js';
+import { createNeonDriver, type NeonEnvironment } from './drivers/neon.js';
 import { createPgDriver } from './drivers/pg.js';
 import { createPgliteDriver } from './drivers/pglite.js';
 import type { DatabaseDriver } from './types.js';
 
-export interface DriverEnvironment {
-  /** A WebSocket constructor for the Neon driver where the runtime has no global one (Node 20). */
-  webSocket?: unknown;
-}
+/** What a runtime supplies to the drivers (Node 20: a WebSocket constructor for Neon). */
+export type DriverEnvironment = NeonEnvironment;
 
 // Each driver imports its modules in ready(): loading every driver (PGlite's WASM glue, two Postgres
 // clients, several Drizzle dialects) would cost a few hundred milliseconds of boot for nothing.
