@@ -189,6 +189,32 @@ describe('invoice ingress: bad input', () => {
     });
   }
 
+  it('rejects a chunked 2 MiB body, whose size is only known while reading it, with 413', async () => {
+    const before = await rowCount();
+    const chunk = new TextEncoder().encode('x'.repeat(64 * 1024));
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent >= 2 * 1024 * 1024) return controller.close();
+        sent += chunk.length;
+        controller.enqueue(chunk);
+      },
+    });
+    const chunked = await fetch(`${server.url}/api/invoices`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${keyA}`,
+        'content-type': 'application/json',
+        'idempotency-key': nextKey(),
+      },
+      body,
+      duplex: 'half',
+    } as RequestInit);
+    expect(chunked.status).toBe(413);
+    expect(((await chunked.json()) as { error: { code: string } }).error.code).toBe('payload_too_large');
+    expect(await rowCount()).toBe(before);
+  });
+
   it('stores SQL-looking and non-ASCII strings intact', async () => {
     const body = invoiceBody({
       contact: { name: "Robert'); DROP TABLE invoice_pushes;--" },

@@ -13,7 +13,7 @@ export function requireApiKey(registry: Registry) {
     const match = /^Bearer (\S+)$/.exec(header);
     const key = match?.[1];
     const organization = key?.startsWith(API_KEY_PREFIX)
-      ? registry.byKeyHash(await hashApiKey(key))
+      ? registry.byKeyHash(hashApiKey(key))
       : undefined;
     if (!organization)
       throw new ApiError(401, 'unauthorized', 'a valid API key is required (Authorization: Bearer <key>)');

@@ -14,7 +14,7 @@ export async function createOrganization(db: Database, name: string): Promise<Cr
   const apiKey = generateApiKey();
   const [row] = await db
     .insert(organizations)
-    .values({ name, apiKeyHash: await hashApiKey(apiKey) })
+    .values({ name, apiKeyHash: hashApiKey(apiKey) })
     .returning({ id: organizations.id, name: organizations.name });
   if (!row) throw new Error('insert returned no row');
   return { ...row, apiKey };

@@ -1,12 +1,12 @@
 import { Hono } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
 import { coerce, strictObject, string, uuid, enum as zenum } from 'zod';
 import type { DatabaseHandle } from '../../platform/db/handle.js';
 import { withPoisonRetry } from '../../platform/db/poison-retry.js';
 import type { Database } from '../../platform/db/types.js';
 import type { Logger } from '../../platform/log.js';
-import { hex } from '../api-keys.js';
+import { sha256Hex } from '../../platform/sha256.js';
 import type { AuthEnv } from '../auth.js';
+import { limitBodySize } from '../body-size.js';
 import { ApiError, errorBody } from '../errors.js';
 import { PUSH_STATUSES } from '../schema.js';
 import { fieldErrors, idempotencyKey, invoiceInput } from './input.js';
@@ -31,14 +31,12 @@ export function invoiceRoutes({ database, log, onQueued }: InvoiceRoutesDeps) {
 
   routes.post(
     '/',
-    bodyLimit({
-      maxSize: MAX_BODY_BYTES,
-      // The rest of the body is never read, so the connection cannot be reused: say so.
-      onError: (c) =>
-        c.json(errorBody('payload_too_large', `the body must be at most ${MAX_BODY_BYTES} bytes`), 413, {
-          connection: 'close',
-        }),
-    }),
+    // The rest of the body is never read, so the connection cannot be reused: say so.
+    limitBodySize(MAX_BODY_BYTES, (c) =>
+      c.json(errorBody('payload_too_large', `the body must be at most ${MAX_BODY_BYTES} bytes`), 413, {
+        connection: 'close',
+      }),
+    ),
     async (c) => {
       const key = c.req.header('idempotency-key');
       if (key === undefined || !idempotencyKey.safeParse(key).success) {
@@ -69,11 +67,7 @@ export function invoiceRoutes({ database, log, onQueued }: InvoiceRoutesDeps) {
         throw new ApiError(422, 'validation_failed', 'the invoice is not valid', fieldErrors(parsed.error));
       }
       const input = parsed.data;
-      const hash = hex(
-        new Uint8Array(
-          await crypto.subtle.digest('SHA-256', new TextEncoder().encode(JSON.stringify(input))),
-        ),
-      );
+      const hash = sha256Hex(JSON.stringify(input));
       const organization = c.get('organization');
       const { push, created } = await run((db) => createPush(db, organization.id, key, input, hash));
       if (!created && push.requestHash !== hash) {

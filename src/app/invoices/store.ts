@@ -21,6 +21,8 @@ const columns = {
   cursorAt: sql<string>`${invoicePushes.createdAt}::text`.as('cursor_at'),
 };
 
+const { payload: _payload, requestHash: _requestHash, ...createdColumns } = columns;
+
 export type PushRow = {
   id: string;
   status: PushStatus;
@@ -41,9 +43,36 @@ export interface CreateResult {
   created: boolean;
 }
 
+// Built once per pool (a failover's rebuilt pool gets its own) and prepared by name: the statement is
+// the hot path of ingress, and re-building its SQL and re-planning it per request cost more than the
+// insert itself. The result columns are listed, so a migration adding a column cannot change them.
+const preparedInserts = new WeakMap<Database, ReturnType<typeof prepareInsert>>();
+
+function prepareInsert(db: Database) {
+  const organizationId = sql.placeholder('organizationId');
+  const activeConnection = sql`(select ${xeroConnections.id} from ${xeroConnections}
+    where ${xeroConnections.organizationId} = ${organizationId} and ${xeroConnections.status} = 'active'
+    order by ${xeroConnections.createdAt} limit 1)`;
+  return db
+    .insert(invoicePushes)
+    .values({
+      organizationId,
+      connectionId: activeConnection,
+      idempotencyKey: sql.placeholder('key'),
+      requestHash: sql.placeholder('requestHash'),
+      payload: sql.placeholder('payload'),
+      status: sql`case when ${activeConnection} is null then 'awaiting_connection' else 'queued' end`,
+    })
+    .onConflictDoNothing({ target: [invoicePushes.organizationId, invoicePushes.idempotencyKey] })
+    // The payload is not returned: the caller holds it, and parsing it back costs.
+    .returning(createdColumns)
+    .prepare('create_invoice_push');
+}
+
 /**
- * Writes the push durably before anything is sent to Xero. A repeated Idempotency-Key returns the
- * existing row (created: false); the caller compares request hashes to tell a replay from a conflict.
+ * Writes the push durably before anything is sent to Xero, in one round trip: the organization's
+ * active connection is chosen inside the INSERT. A repeated Idempotency-Key returns the existing row
+ * (created: false); the caller compares request hashes to tell a replay from a conflict.
  */
 export async function createPush(
   db: Database,
@@ -52,25 +81,13 @@ export async function createPush(
   input: InvoiceInput,
   requestHash: string,
 ): Promise<CreateResult> {
-  const [connection] = await db
-    .select({ id: xeroConnections.id })
-    .from(xeroConnections)
-    .where(and(eq(xeroConnections.organizationId, organizationId), eq(xeroConnections.status, 'active')))
-    .orderBy(xeroConnections.createdAt)
-    .limit(1);
-  const [inserted] = await db
-    .insert(invoicePushes)
-    .values({
-      organizationId,
-      connectionId: connection?.id ?? null,
-      idempotencyKey: key,
-      requestHash,
-      payload: input,
-      status: connection ? 'queued' : 'awaiting_connection',
-    })
-    .onConflictDoNothing({ target: [invoicePushes.organizationId, invoicePushes.idempotencyKey] })
-    .returning(columns);
-  if (inserted) return { push: inserted as PushRow, created: true };
+  let insert = preparedInserts.get(db);
+  if (!insert) {
+    insert = prepareInsert(db);
+    preparedInserts.set(db, insert);
+  }
+  const [inserted] = await insert.execute({ organizationId, key, requestHash, payload: input });
+  if (inserted) return { push: { ...inserted, requestHash, payload: input } as PushRow, created: true };
   const existing = await findByKey(db, organizationId, key);
   // The conflicting row cannot vanish: pushes are never deleted while their organization exists.
   if (!existing) throw new Error('idempotency conflict without an existing row');

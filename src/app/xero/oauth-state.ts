@@ -11,7 +11,7 @@ export async function issueState(db: Database, organizationId: string): Promise<
   // Expired states are swept as new ones are issued: no separate job for a table this small.
   await db.delete(oauthStates).where(lt(oauthStates.expiresAt, sql`now()`));
   await db.insert(oauthStates).values({
-    stateHash: await hashApiKey(state),
+    stateHash: hashApiKey(state),
     organizationId,
     expiresAt: sql`now() + ${`${STATE_TTL_MS} milliseconds`}::interval`,
   });
@@ -22,7 +22,7 @@ export async function issueState(db: Database, organizationId: string): Promise<
 export async function consumeState(db: Database, state: string): Promise<string | undefined> {
   const [row] = await db
     .delete(oauthStates)
-    .where(and(eq(oauthStates.stateHash, await hashApiKey(state)), gt(oauthStates.expiresAt, sql`now()`)))
+    .where(and(eq(oauthStates.stateHash, hashApiKey(state)), gt(oauthStates.expiresAt, sql`now()`)))
     .returning({ organizationId: oauthStates.organizationId });
   return row?.organizationId;
 }
