@@ -12,9 +12,7 @@ export function requireApiKey(registry: Registry) {
     const header = c.req.header('authorization') ?? '';
     const match = /^Bearer (\S+)$/.exec(header);
     const key = match?.[1];
-    const organization = key?.startsWith(API_KEY_PREFIX)
-      ? registry.byKeyHash(hashApiKey(key))
-      : undefined;
+    const organization = key?.startsWith(API_KEY_PREFIX) ? registry.byKeyHash(hashApiKey(key)) : undefined;
     if (!organization)
       throw new ApiError(401, 'unauthorized', 'a valid API key is required (Authorization: Bearer <key>)');
     c.set('organization', organization);

@@ -53,20 +53,22 @@ function prepareInsert(db: Database) {
   const activeConnection = sql`(select ${xeroConnections.id} from ${xeroConnections}
     where ${xeroConnections.organizationId} = ${organizationId} and ${xeroConnections.status} = 'active'
     order by ${xeroConnections.createdAt} limit 1)`;
-  return db
-    .insert(invoicePushes)
-    .values({
-      organizationId,
-      connectionId: activeConnection,
-      idempotencyKey: sql.placeholder('key'),
-      requestHash: sql.placeholder('requestHash'),
-      payload: sql.placeholder('payload'),
-      status: sql`case when ${activeConnection} is null then 'awaiting_connection' else 'queued' end`,
-    })
-    .onConflictDoNothing({ target: [invoicePushes.organizationId, invoicePushes.idempotencyKey] })
-    // The payload is not returned: the caller holds it, and parsing it back costs.
-    .returning(createdColumns)
-    .prepare('create_invoice_push');
+  return (
+    db
+      .insert(invoicePushes)
+      .values({
+        organizationId,
+        connectionId: activeConnection,
+        idempotencyKey: sql.placeholder('key'),
+        requestHash: sql.placeholder('requestHash'),
+        payload: sql.placeholder('payload'),
+        status: sql`case when ${activeConnection} is null then 'awaiting_connection' else 'queued' end`,
+      })
+      .onConflictDoNothing({ target: [invoicePushes.organizationId, invoicePushes.idempotencyKey] })
+      // The payload is not returned: the caller holds it, and parsing it back costs.
+      .returning(createdColumns)
+      .prepare('create_invoice_push')
+  );
 }
 
 /**
