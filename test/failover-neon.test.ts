@@ -167,9 +167,7 @@ describe.each(['neon-ws', 'neon-http'] as const)(
       expect(livenessFailures(liveness)).toEqual([]);
     });
 
-    // Known failure, left visible rather than weakened: through the Neon proxy, writes sent around the
-    // pinning get no answer within the writer's 5 s bound (the pg variant passes). Open work.
-    it.skip('a. under traffic: a steady writer only ever gets 202 or 503 + Retry-After, and every write is stored again within 1 s', async () => {
+    it('a. under traffic: a steady writer only ever gets 202 or 503 + Retry-After, and every write is stored again within 1 s', async () => {
       const drill = await boot(driver);
       const { server, db, org } = drill;
       const live = watchLiveness(server);

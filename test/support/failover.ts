@@ -163,6 +163,8 @@ export interface WriteOutcome {
   retryAfter: string | null;
   /** The error code of a JSON error body (`database_unavailable`, ...). */
   code: string | undefined;
+  /** The push's id, when the answer was one (202 or 200). */
+  id?: string;
 }
 
 const INVOICE = JSON.stringify({
@@ -190,8 +192,16 @@ export async function postInvoice(
       body: INVOICE,
       signal: AbortSignal.timeout(timeoutMs),
     });
-    const body = (await res.json().catch(() => undefined)) as { error?: { code?: string } } | undefined;
-    return { key, status: res.status, retryAfter: res.headers.get('retry-after'), code: body?.error?.code };
+    const body = (await res.json().catch(() => undefined)) as
+      | { id?: string; error?: { code?: string } }
+      | undefined;
+    return {
+      key,
+      status: res.status,
+      retryAfter: res.headers.get('retry-after'),
+      code: body?.error?.code,
+      id: body?.id,
+    };
   } catch {
     return { key, status: 0, retryAfter: null, code: undefined };
   }
