@@ -11,29 +11,28 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NeonProxy, startNeonProxy } from '../tools/neon-proxy/server.js';
 import {
+  bootDrill,
+  type Drill,
+  expectNoRestart,
+  poisonedSince,
+  underTrafficDrill,
+  watched,
+} from './support/drill.js';
+import {
   backends,
-  createOrg,
   type DrillDriver,
   listInvoices,
-  livenessFailures,
-  type Org,
   type Pair,
-  pinnedUnderTraffic,
-  postInvoice,
   pushCount,
   readyz,
   serverEnv,
   sleep,
   startPair,
-  storedKeys,
   terminateBackends,
-  trafficViolations,
   until,
   type WriteOutcome,
-  watchLiveness,
 } from './support/failover.js';
 import { waitForReplay } from './support/postgres.js';
-import { type ServerProcess, spawnServer } from './support/server.js';
 
 // Drill (c) only; the others keep the default (2000 ms), which a starved machine does not trip.
 const PROBE_TIMEOUT_MS = 1000;
@@ -51,50 +50,9 @@ afterAll(async () => {
   await pair?.remove();
 });
 
-interface Drill {
-  db: string;
-  server: ServerProcess;
-  org: Org;
-  writes: WriteOutcome[];
-  write(): Promise<WriteOutcome>;
-}
-
-async function boot(driver: DrillDriver, extra: Record<string, string> = {}): Promise<Drill> {
-  pair.proxy.setTarget(pair.primary.port);
-  const db = await pair.freshDatabase();
-  // The host is only a label: the Neon proxy dials its one upstream (the fault proxy) whatever it says.
-  const env = serverEnv(driver, pair.proxyUrl(db), extra, neonProxy.url);
-  const server = await spawnServer({ env });
-  await server.waitForReady();
-  const org = await createOrg(pair.primary, db);
-  const writes: WriteOutcome[] = [];
-  const drill: Drill = {
-    db,
-    server,
-    org,
-    writes,
-    async write() {
-      const outcome = await postInvoice(server, org.apiKey);
-      writes.push(outcome);
-      return outcome;
-    },
-  };
-  const first = await until(
-    () => postInvoice(server, org.apiKey),
-    (w) => w.status !== 401,
-    5000,
-  );
-  expect(first.status).toBe(202);
-  return drill;
-}
-
-const poisonedSince = (server: ServerProcess, mark: number, reason: string) =>
-  server.logs.slice(mark).filter((l) => l.msg === 'database pool poisoned' && l.reason === reason);
-
-function expectNoRestart(server: ServerProcess) {
-  expect(server.child.exitCode).toBeNull();
-  expect(server.logs.filter((l) => l.msg === 'boot complete')).toHaveLength(1);
-}
+// The host is only a label: the Neon proxy dials its one upstream (the fault proxy) whatever it says.
+const boot = (driver: DrillDriver, extra: Record<string, string> = {}) =>
+  bootDrill(pair, (db) => serverEnv(driver, pair.proxyUrl(db), extra, neonProxy.url));
 
 /**
  * Writes until one is stored, at most `maxAttempts` times. Every failure on the way must be the
@@ -117,9 +75,7 @@ describe.each(['neon-ws', 'neon-http'] as const)(
     it('a. pinned to the demoted node: read_only, then ok without a restart; writes recover', async () => {
       const drill = await boot(driver);
       const { server, db, org } = drill;
-      const live = watchLiveness(server);
-      let liveness: number[] = [];
-      try {
+      await watched(server, async () => {
         await waitForReplay(pair.primary, pair.standby);
 
         pair.proxy.setTarget(pair.standby.port);
@@ -159,46 +115,17 @@ describe.each(['neon-ws', 'neon-http'] as const)(
         expect(await pushCount(pair.primary, db, [pinnedWrite.key])).toBe(0);
         expect(drill.writes.filter((w) => w.status === 500)).toEqual([]);
         expectNoRestart(server);
-      } finally {
-        liveness = await live.stop();
-        await server.stop();
-      }
-      // Outside `finally`, so that a failure above is the one reported.
-      expect(livenessFailures(liveness)).toEqual([]);
+      });
     });
 
     it('a. under traffic: a steady writer only ever gets 202 or 503 + Retry-After, and every write is stored again within 1 s', async () => {
-      const drill = await boot(driver);
-      const { server, db, org } = drill;
-      const live = watchLiveness(server);
-      let liveness: number[] = [];
-      try {
-        await waitForReplay(pair.primary, pair.standby);
-        const run = await pinnedUnderTraffic(pair, [{ url: server.url, apiKey: org.apiKey }], {
-          warmupMs: 500,
-          waitForReadOnlyMs: 10_000,
-          readBurstBeforeT1: 4,
-          pinnedMs: 1000,
-          observeMs: 2000,
-        });
-        expect(trafficViolations(run, 0, RECOVERY_MS)).toEqual([]);
-        const keys = storedKeys(run, 0);
-        expect(await pushCount(pair.primary, db, keys)).toBe(keys.length);
-        expectNoRestart(server);
-      } finally {
-        liveness = await live.stop();
-        await server.stop();
-      }
-      // Outside `finally`, so that a failure above is the one reported.
-      expect(livenessFailures(liveness)).toEqual([]);
+      await underTrafficDrill(pair, await boot(driver), RECOVERY_MS);
     });
 
     it('c. black hole: readyz answers 503 timeout within PROBE_TIMEOUT_MS plus a margin, then recovers', async () => {
       const drill = await boot(driver, { PROBE_TIMEOUT_MS: String(PROBE_TIMEOUT_MS) });
       const { server } = drill;
-      const live = watchLiveness(server);
-      let liveness: number[] = [];
-      try {
+      await watched(server, async () => {
         expect((await readyz(server)).status).toBe(200);
         pair.proxy.blackhole(true);
         for (let i = 0; i < 2; i++) {
@@ -217,20 +144,13 @@ describe.each(['neon-ws', 'neon-http'] as const)(
         expect(attempts.at(-1)?.status).toBe(202);
         expect(drill.writes.filter((w) => w.status === 500)).toEqual([]);
         expectNoRestart(server);
-      } finally {
-        liveness = await live.stop();
-        await server.stop();
-      }
-      // Outside `finally`, so that a failure above is the one reported.
-      expect(livenessFailures(liveness)).toEqual([]);
+      });
     });
 
     it('d. the incident: sessions opened with default_transaction_read_only = on', async () => {
       const drill = await boot(driver);
       const { server, db, org } = drill;
-      const live = watchLiveness(server);
-      let liveness: number[] = [];
-      try {
+      await watched(server, async () => {
         await pair.primary.query(`ALTER DATABASE ${db} SET default_transaction_read_only = on`);
         await terminateBackends(pair.primary, db);
         const readOnly = await until(
@@ -264,12 +184,7 @@ describe.each(['neon-ws', 'neon-http'] as const)(
         expect(await pushCount(pair.primary, db, [pinnedWrite.key])).toBe(0);
         expect(drill.writes.filter((w) => w.status === 500)).toEqual([]);
         expectNoRestart(server);
-      } finally {
-        liveness = await live.stop();
-        await server.stop();
-      }
-      // Outside `finally`, so that a failure above is the one reported.
-      expect(livenessFailures(liveness)).toEqual([]);
+      });
     });
   },
 );

@@ -3,29 +3,22 @@
 // The Neon drivers run drills (a), (c) and (d) in failover-neon.test.ts.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bootDrill, expectNoRestart, poisonedSince, underTrafficDrill, watched } from './support/drill.js';
 import {
   backends,
-  createOrg,
   listInvoices,
-  livenessFailures,
-  type Org,
   type Pair,
-  pinnedUnderTraffic,
   postInvoice,
   pushCount,
   readyz,
   serverEnv,
   sleep,
   startPair,
-  storedKeys,
   terminateBackends,
-  trafficViolations,
   until,
   type WriteOutcome,
-  watchLiveness,
 } from './support/failover.js';
 import { waitForReplay } from './support/postgres.js';
-import { type ServerProcess, spawnServer } from './support/server.js';
 
 // Drill (c) only; the others keep the default (2000 ms), which a starved machine does not trip.
 const PROBE_TIMEOUT_MS = 1000;
@@ -43,59 +36,15 @@ afterAll(async () => {
   await pair?.remove();
 });
 
-interface Drill {
-  db: string;
-  server: ServerProcess;
-  org: Org;
-  /** Every write the drill made, so it can check that none was answered 500. */
-  writes: WriteOutcome[];
-  write(): Promise<WriteOutcome>;
-}
-
-/** A fresh database, the server booted through the proxy (pointed at the primary), an organization. */
-async function boot(extra: Record<string, string> = {}, url?: (db: string) => string): Promise<Drill> {
-  pair.proxy.setTarget(pair.primary.port);
-  const db = await pair.freshDatabase();
-  const server = await spawnServer({ env: serverEnv('pg', url?.(db) ?? pair.proxyUrl(db), extra) });
-  await server.waitForReady();
-  const org = await createOrg(pair.primary, db);
-  const writes: WriteOutcome[] = [];
-  const drill: Drill = {
-    db,
-    server,
-    org,
-    writes,
-    async write() {
-      const outcome = await postInvoice(server, org.apiKey);
-      writes.push(outcome);
-      return outcome;
-    },
-  };
-  // The server picks the organization up on its next registry refresh (REGISTRY_REFRESH_MS = 200).
-  const first = await until(
-    () => postInvoice(server, org.apiKey),
-    (w) => w.status !== 401,
-    5000,
-  );
-  expect(first.status).toBe(202);
-  return drill;
-}
-
-const poisonedSince = (server: ServerProcess, mark: number, reason: string) =>
-  server.logs.slice(mark).filter((l) => l.msg === 'database pool poisoned' && l.reason === reason);
-
-function expectNoRestart(server: ServerProcess) {
-  expect(server.child.exitCode).toBeNull();
-  expect(server.logs.filter((l) => l.msg === 'boot complete')).toHaveLength(1);
-}
+/** A fresh database and the server booted through the fault proxy (or `url(db)`), with an organization. */
+const boot = (extra: Record<string, string> = {}, url?: (db: string) => string) =>
+  bootDrill(pair, (db) => serverEnv('pg', url?.(db) ?? pair.proxyUrl(db), extra));
 
 describe('failover drills (pg)', () => {
   it('a. pinned to the demoted node: read_only, then ok without a restart; the write after the dispose succeeds', async () => {
     const drill = await boot();
     const { server, db, org } = drill;
-    const live = watchLiveness(server);
-    let liveness: number[] = [];
-    try {
+    await watched(server, async () => {
       // The org must be on the standby too, or the registry refresh there would forget it.
       await waitForReplay(pair.primary, pair.standby);
 
@@ -142,42 +91,13 @@ describe('failover drills (pg)', () => {
       expect(left).toEqual([]);
       expect(drill.writes.filter((w) => w.status === 500)).toEqual([]);
       expectNoRestart(server);
-    } finally {
-      liveness = await live.stop();
-      await server.stop();
-    }
-    // Outside `finally`, so that a failure above is the one reported.
-    expect(livenessFailures(liveness)).toEqual([]);
+    });
   });
 
   it('a. under traffic: a steady writer only ever gets 202 or 503 + Retry-After, and every write is stored again within 1 s', async () => {
-    const drill = await boot();
-    const { server, db, org } = drill;
-    const live = watchLiveness(server);
-    let liveness: number[] = [];
-    try {
-      await waitForReplay(pair.primary, pair.standby);
-      const run = await pinnedUnderTraffic(pair, [{ url: server.url, apiKey: org.apiKey }], {
-        warmupMs: 500,
-        waitForReadOnlyMs: 10_000,
-        readBurstBeforeT1: 4,
-        // The benchmark's rates (one POST per 50 ms, /readyz every 100 ms): the pool is disposed while
-        // requests are queued for it, which is where a dispose can strand them.
-        writeEveryMs: 50,
-        readyzEveryMs: 100,
-        pinnedMs: 1000,
-        observeMs: 2000,
-      });
-      expect(trafficViolations(run, 0, RECOVERY_MS)).toEqual([]);
-      const keys = storedKeys(run, 0);
-      expect(await pushCount(pair.primary, db, keys)).toBe(keys.length);
-      expectNoRestart(server);
-    } finally {
-      liveness = await live.stop();
-      await server.stop();
-    }
-    // Outside `finally`, so that a failure above is the one reported.
-    expect(livenessFailures(liveness)).toEqual([]);
+    // The benchmark's rates (one POST per 50 ms, /readyz every 100 ms): the pool is disposed while
+    // requests are queued for it, which is where a dispose can strand them.
+    await underTrafficDrill(pair, await boot(), RECOVERY_MS, { writeEveryMs: 50, readyzEveryMs: 100 });
   });
 
   it('POSTs through a failover: 202 or 503 + Retry-After, never 500; retried with the same key, every invoice exists once', async () => {
@@ -249,9 +169,7 @@ describe('failover drills (pg)', () => {
   it('c. black hole: readyz answers 503 timeout within PROBE_TIMEOUT_MS plus a margin, then recovers', async () => {
     const drill = await boot({ PROBE_TIMEOUT_MS: String(PROBE_TIMEOUT_MS) });
     const { server } = drill;
-    const live = watchLiveness(server);
-    let liveness: number[] = [];
-    try {
+    await watched(server, async () => {
       expect((await readyz(server)).status).toBe(200);
       pair.proxy.blackhole(true);
       // Twice: once on the probe pool's open connection, once on a connection that never opens.
@@ -270,20 +188,13 @@ describe('failover drills (pg)', () => {
       expect((await drill.write()).status).toBe(202);
       expect(drill.writes.filter((w) => w.status === 500)).toEqual([]);
       expectNoRestart(server);
-    } finally {
-      liveness = await live.stop();
-      await server.stop();
-    }
-    // Outside `finally`, so that a failure above is the one reported.
-    expect(livenessFailures(liveness)).toEqual([]);
+    });
   });
 
   it('d. the incident: sessions opened with default_transaction_read_only = on', async () => {
     const drill = await boot();
     const { server, db, org } = drill;
-    const live = watchLiveness(server);
-    let liveness: number[] = [];
-    try {
+    await watched(server, async () => {
       // New sessions come up read-only (25006 on every write, reads fine, pg_is_in_recovery() false);
       // terminating the server's sessions makes its pools open such sessions.
       await pair.primary.query(`ALTER DATABASE ${db} SET default_transaction_read_only = on`);
@@ -316,12 +227,7 @@ describe('failover drills (pg)', () => {
       expect(await pushCount(pair.primary, db, [pinnedWrite.key])).toBe(0);
       expect(drill.writes.filter((w) => w.status === 500)).toEqual([]);
       expectNoRestart(server);
-    } finally {
-      liveness = await live.stop();
-      await server.stop();
-    }
-    // Outside `finally`, so that a failure above is the one reported.
-    expect(livenessFailures(liveness)).toEqual([]);
+    });
   });
 
   it('e. max lifetime: no connection older than POOL_MAX_LIFETIME_S is handed out', async () => {
@@ -382,9 +288,7 @@ describe('failover drills (pg)', () => {
   it('b. primary lost, standby promoted: the server recovers without a restart', async () => {
     const drill = await boot();
     const { server, db } = drill;
-    const live = watchLiveness(server);
-    let liveness: number[] = [];
-    try {
+    await watched(server, async () => {
       const baseline = await drill.write();
       expect(baseline.status).toBe(202);
       await waitForReplay(pair.primary, pair.standby);
@@ -411,11 +315,6 @@ describe('failover drills (pg)', () => {
       expect(await pushCount(pair.standby, db, [outageWrite.key])).toBe(0);
       expect(drill.writes.filter((w) => w.status === 500)).toEqual([]);
       expectNoRestart(server);
-    } finally {
-      liveness = await live.stop();
-      await server.stop();
-    }
-    // Outside `finally`, so that a failure above is the one reported.
-    expect(livenessFailures(liveness)).toEqual([]);
+    });
   });
 });
