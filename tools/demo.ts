@@ -104,7 +104,9 @@ async function main(): Promise<void> {
       }[];
     };
     for (const i of list.data) {
-      const state = `${i.status}/${i.attempts}`;
+      // A claim counts the attempt before it is made: keyed on the outcome, an attempt in flight is not
+      // printed as if it had already failed.
+      const state = `${i.status}/${i.lastError}`;
       if (seen.get(i.id) === state) continue;
       seen.set(i.id, state);
       const detail = i.status === 'pushed' ? `Xero invoice ${i.xeroInvoiceId}` : (i.lastError ?? '');
