@@ -11,8 +11,7 @@
 // fails on them (tests assert, benchmarks report).
 // Run after a build: `npm run -s build && npx tsx bench/failover.ts`.
 // Knobs: BENCH_PINNED_MS (T0 -> T1, default 3000), BENCH_OBSERVE_MS (after T1, default 15000).
-import { mkdtempSync, rmSync } from 'node:fs';
-import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -32,14 +31,8 @@ import {
 import { waitForReplay } from '../test/support/postgres.js';
 import { buildNaiveCopy } from './support/failover-naive.js';
 import { type BenchServer, spawnEntry } from './support/failover-server.js';
-
-function intEnv(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isSafeInteger(n) || n < 1) throw new Error(`${name} must be a positive integer`);
-  return n;
-}
+import { cleanupAll, runBench, tempDir, track } from './support/lifecycle.js';
+import { intEnv, missedChecks, printJsonLine, progress, table, verdict } from './support/report.js';
 
 const WRITE_EVERY_MS = 50;
 const READYZ_EVERY_MS = 100;
@@ -53,28 +46,7 @@ const APP = 'honest-health:app';
 const TARGET = { detectMs: 2500, recoverMs: 1000, failedAfterPrimary: POOL_MAX } as const;
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const progress = (msg: string) => console.error(`# ${msg}`);
 const round = (n: number | null) => (n === null ? null : Math.round(n));
-
-// Everything started here, stopped in reverse order on the way out (errors included).
-const cleanups: Array<{ name: string; run: () => Promise<unknown> }> = [];
-let scratch: string | undefined;
-process.on('exit', () => {
-  if (scratch) rmSync(scratch, { recursive: true, force: true });
-});
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    progress(`${signal}: cleaning up`);
-    process.exit(130);
-  });
-}
-
-async function cleanupAll(): Promise<void> {
-  while (cleanups.length > 0) {
-    const step = cleanups.pop();
-    await step?.run().catch((err) => progress(`cleanup "${step.name}" failed: ${(err as Error).message}`));
-  }
-}
 
 interface Subject {
   name: 'fixed' | 'naive';
@@ -151,18 +123,6 @@ function analyse(
   };
 }
 
-function table(rows: string[][]): string {
-  const widths = rows[0]?.map((_, col) => Math.max(...rows.map((r) => (r[col] ?? '').length))) ?? [];
-  return rows
-    .map((r) =>
-      r
-        .map((cell, col) => cell.padEnd(widths[col] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
-}
-
 async function main(): Promise<void> {
   const wallStart = performance.now();
   const loadBefore = loadavg()[0] ?? 0;
@@ -172,13 +132,12 @@ async function main(): Promise<void> {
   );
 
   progress('building the naive scratch copy');
-  scratch = mkdtempSync(join(tmpdir(), 'honest-health-naive-'));
-  const naive = buildNaiveCopy(repoRoot, scratch);
+  const naive = buildNaiveCopy(repoRoot, tempDir('honest-health-naive-'));
   for (const line of naive.applied) progress(`naive: ${line}`);
 
   progress('starting a primary, a streaming standby and the fault proxy');
   const pair: Pair = await startPair();
-  cleanups.push({ name: 'clusters', run: () => pair.remove() });
+  track('clusters', () => pair.remove());
   const dbs = {
     fixed: await pair.freshDatabase('bench_fixed'),
     naive: await pair.freshDatabase('bench_naive'),
@@ -189,13 +148,13 @@ async function main(): Promise<void> {
     ...common,
     DATABASE_URL: pair.proxyUrl(dbs.fixed),
   });
-  cleanups.push({ name: 'fixed server', run: () => fixedServer.stop() });
+  track('fixed server', () => fixedServer.stop());
   const naiveServer = await spawnEntry('naive', naive.entry, {
     ...common,
     DATABASE_URL: pair.proxyUrl(dbs.naive),
     POOL_MAX_LIFETIME_S: '300',
   });
-  cleanups.push({ name: 'naive server', run: () => naiveServer.stop() });
+  track('naive server', () => naiveServer.stop());
   await Promise.all([fixedServer.waitForBoot(), naiveServer.waitForBoot()]);
 
   const subjects: Subject[] = [];
@@ -253,7 +212,6 @@ async function main(): Promise<void> {
 
   const { fixed, naive: n } = results;
   const ms = (v: number | null) => (v === null ? 'never' : `${v} ms`);
-  const verdict = (ok: boolean) => (ok ? 'ok' : 'MISSED');
   const latencies = (l: Record<string, number | null>) =>
     `${Object.values(l)
       .map((v) => (v === null ? '—' : `${v}`))
@@ -356,44 +314,29 @@ async function main(): Promise<void> {
     `(this process, which runs the fault proxy and the clients, saw event-loop stalls of up to ${benchLag.max_ms} ms ` +
       `(p99 ${benchLag.p99_ms} ms); 1-min load average ${loadBefore.toFixed(1)} at start)`,
   );
-  const missed = Object.entries(checks)
-    .filter(([, ok]) => !ok)
-    .map(([name]) => name);
-  console.log('');
-  console.log(
-    JSON.stringify({
-      bench: 'failover',
-      node: process.version,
-      cores: availableParallelism(),
-      write_every_ms: WRITE_EVERY_MS,
-      readyz_every_ms: READYZ_EVERY_MS,
-      pinned_ms: PINNED_MS,
-      observe_ms: OBSERVE_MS,
-      pool_max: POOL_MAX,
-      fixed,
-      naive: n,
-      naive_patches: naive.applied,
-      targets: {
-        detect_ms: TARGET.detectMs,
-        recover_ms: TARGET.recoverMs,
-        failed_after_primary: TARGET.failedAfterPrimary,
-      },
-      missed,
-      bench_event_loop_lag: benchLag,
-      loadavg_1m: {
-        start: Math.round(loadBefore * 100) / 100,
-        end: Math.round((loadavg()[0] ?? 0) * 100) / 100,
-      },
-      wall_s: Math.round((performance.now() - wallStart) / 100) / 10,
-    }),
-  );
+  const missed = missedChecks(checks);
+  printJsonLine('failover', {
+    write_every_ms: WRITE_EVERY_MS,
+    readyz_every_ms: READYZ_EVERY_MS,
+    pinned_ms: PINNED_MS,
+    observe_ms: OBSERVE_MS,
+    pool_max: POOL_MAX,
+    fixed,
+    naive: n,
+    naive_patches: naive.applied,
+    targets: {
+      detect_ms: TARGET.detectMs,
+      recover_ms: TARGET.recoverMs,
+      failed_after_primary: TARGET.failedAfterPrimary,
+    },
+    missed,
+    bench_event_loop_lag: benchLag,
+    loadavg_1m: {
+      start: Math.round(loadBefore * 100) / 100,
+      end: Math.round((loadavg()[0] ?? 0) * 100) / 100,
+    },
+    wall_s: Math.round((performance.now() - wallStart) / 100) / 10,
+  });
 }
 
-main()
-  .catch(async (err: unknown) => {
-    console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
-    process.exitCode = 1;
-  })
-  .finally(async () => {
-    await cleanupAll();
-  });
+await runBench(main);

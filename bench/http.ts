@@ -2,24 +2,16 @@
 // times. It reports figures and marks missed targets; it never fails on them (tests assert, benchmarks
 // report). Run after a build: `npm run bench:http`. Knobs: BENCH_CONNECTIONS, BENCH_DURATION_S,
 // BENCH_WARMUP_S, BENCH_ROUNDS.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { availableParallelism, constants, loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { availableParallelism, loadavg } from 'node:os';
 import pg from 'pg';
-import { freePort } from '../test/support/ports.js';
 import { startCluster } from '../test/support/postgres.js';
-import { type ServerProcess, type SpawnOptions, spawnServer } from '../test/support/server.js';
-import { type BareServer, spawnBareHono } from './support/bare.js';
-import { type LoadResult, runLoad } from './support/load.js';
-import { pollUntil200 } from './support/ready.js';
-
-function intEnv(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isSafeInteger(n) || n < 1) throw new Error(`${name} must be a positive integer`);
-  return n;
-}
+import type { SpawnOptions } from '../test/support/server.js';
+import { spawnBareHono } from './support/bare.js';
+import { bootToReady, stopServer, trackServer } from './support/boot.js';
+import { removeTempDir, runBench, tempDir, track, untrack } from './support/lifecycle.js';
+import { describeRun, type LoadResult, pairedRatio, runLoad, summariseLoad } from './support/load.js';
+import { intEnv, missedChecks, printJsonLine, progress, table, verdict } from './support/report.js';
+import { median, round1, round2, round3 } from './support/stats.js';
 
 // Two cores shared by the load generator, the server under test and (for /readyz) Postgres: modest
 // concurrency, short runs, alternated so that drift hits both servers alike. More, shorter rounds make
@@ -38,77 +30,8 @@ const TARGET = { livezVsBare: 0.95, readyzVsLivez: 0.5, pgBootMs: 1000 } as cons
 // A /livez run during which other processes kept more than this many cores busy was disturbed.
 const NOISY_CORES = 0.5;
 
-const progress = (msg: string) => console.error(`# ${msg}`);
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
-
-function median(values: readonly number[]): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1
-    ? (sorted[mid] as number)
-    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
-}
-
-const round1 = (n: number) => Math.round(n * 10) / 10;
-const round2 = (n: number) => Math.round(n * 100) / 100;
-const round3 = (n: number) => Math.round(n * 1000) / 1000;
-
-// Everything started here, stopped in reverse order on the way out (errors included).
-const cleanups: Array<{ name: string; run: () => Promise<unknown> }> = [];
-const tempDirs = new Set<string>();
-process.on('exit', () => {
-  // Child processes and clusters have their own exit hooks in the harness; temp dirs are ours.
-  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
-});
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    // Exiting runs the harness's exit hooks: they kill the servers and remove the cluster.
-    progress(`${signal}: cleaning up`);
-    process.exit(128 + constants.signals[signal]);
-  });
-}
-
-async function cleanupAll(): Promise<void> {
-  while (cleanups.length > 0) {
-    const step = cleanups.pop();
-    await step?.run().catch((err) => progress(`cleanup "${step.name}" failed: ${(err as Error).message}`));
-  }
-}
-
-function serverDump(server: ServerProcess): string {
-  return [...server.logs.map((l) => JSON.stringify(l)), ...server.output].join('\n').slice(-4000);
-}
-
-/** Spawns our server and times spawn → first /readyz 200, polling every POLL_MS from the start. */
-async function bootToReady(
-  options: Omit<SpawnOptions, 'port'>,
-): Promise<{ ms: number; server: ServerProcess }> {
-  const port = await freePort();
-  const started = performance.now();
-  const server = await spawnServer({ ...options, port });
-  const entry = { name: `server :${port}`, run: () => server.stop() };
-  cleanups.push(entry);
-  try {
-    await pollUntil200(`${server.url}/readyz`, {
-      intervalMs: POLL_MS,
-      timeoutMs: 90_000,
-      exited: server.exited,
-      describe: () => serverDump(server),
-    });
-  } catch (err) {
-    await stopServer(server);
-    throw err;
-  }
-  return { ms: performance.now() - started, server };
-}
-
-async function stopServer(server: ServerProcess | BareServer): Promise<void> {
-  const at = cleanups.findIndex((c) => c.name === `server :${server.port}`);
-  if (at !== -1) cleanups.splice(at, 1);
-  const code = await server.stop();
-  if (typeof code === 'number' && code !== 0) progress(`server :${server.port} exited with code ${code}`);
-}
+const boot = (options: Omit<SpawnOptions, 'port'>) => bootToReady(options, POLL_MS);
 
 /** Sum of the probe's write counter: every /readyz that reached Postgres added one. */
 async function sumBeats(url: string): Promise<number> {
@@ -132,42 +55,12 @@ const LABEL: Record<TargetName, string> = {
   ours_readyz: 'ours  /readyz',
 };
 
-interface Summary {
-  rps: number;
-  p99_ms: number;
-  p50_ms: number;
-  non2xx: number;
-  errors: number;
-  /** Server process CPU per request (µs), median of rounds; null where /proc is unavailable. */
-  cpu_us_per_req: number | null;
-  /** Cores busy with anything but the server and the load generator, per round (null without /proc). */
-  rounds_other_cores: (number | null)[];
-  rounds_rps: number[];
-  rounds_p99_ms: number[];
-}
-
-function summarise(runs: readonly LoadResult[]): Summary {
-  return {
-    rps: Math.round(median(runs.map((r) => r.rps))),
-    p99_ms: round1(median(runs.map((r) => r.p99Ms))),
-    p50_ms: round1(median(runs.map((r) => r.p50Ms))),
-    non2xx: runs.reduce((n, r) => n + r.non2xx, 0),
-    errors: runs.reduce((n, r) => n + r.errors, 0),
-    cpu_us_per_req: runs.every((r) => r.cpuUsPerRequest !== undefined)
-      ? round1(median(runs.map((r) => r.cpuUsPerRequest as number)))
-      : null,
-    rounds_other_cores: runs.map((r) => (r.otherCores === undefined ? null : round2(r.otherCores))),
-    rounds_rps: runs.map((r) => Math.round(r.rps)),
-    rounds_p99_ms: runs.map((r) => round1(r.p99Ms)),
-  };
-}
-
 async function loadPhase(dbUrl: string) {
   progress('spawning our server (migrates the fresh database) and the bare Hono baseline');
-  const ours = await bootToReady({ env: { DATABASE_URL: dbUrl, LOG_LEVEL: 'warn' } });
+  const ours = await boot({ env: { DATABASE_URL: dbUrl, LOG_LEVEL: 'warn' } });
   const firstBootMs = ours.ms;
   const bare = await spawnBareHono();
-  cleanups.push({ name: `server :${bare.port}`, run: () => bare.stop() });
+  trackServer(bare);
 
   const urls: Record<TargetName, string> = {
     bare_livez: `${bare.url}/livez`,
@@ -193,12 +86,7 @@ async function loadPhase(dbUrl: string) {
   await sleep(SETTLE_MS);
 
   const show = (round: number, name: TargetName, r: LoadResult, extra = '') =>
-    progress(
-      `round ${round}/${ROUNDS} ${LABEL[name].padEnd(13)} ${Math.round(r.rps).toString().padStart(6)} req/s` +
-        `  p99 ${round1(r.p99Ms)} ms  cpu ${r.cpuUsPerRequest === undefined ? '?' : Math.round(r.cpuUsPerRequest)} µs/req` +
-        `  others ${r.otherCores === undefined ? '?' : r.otherCores.toFixed(2)} cores` +
-        `  non-2xx ${r.non2xx}  errors ${r.errors}${extra}`,
-    );
+    progress(`round ${round}/${ROUNDS} ${LABEL[name].padEnd(13)} ${describeRun(r)}${extra}`);
   for (let round = 1; round <= ROUNDS; round++) {
     // ABBA order for the /livez pair, so neither server always runs first (or right after /readyz).
     const pair: TargetName[] = round % 2 === 1 ? ['bare_livez', 'ours_livez'] : ['ours_livez', 'bare_livez'];
@@ -225,7 +113,7 @@ async function loadPhase(dbUrl: string) {
 async function pgBootPhase(dbUrl: string): Promise<number[]> {
   const times: number[] = [];
   for (let i = 1; i <= PG_BOOTS; i++) {
-    const { ms, server } = await bootToReady({ env: { DATABASE_URL: dbUrl, LOG_LEVEL: 'warn' } });
+    const { ms, server } = await boot({ env: { DATABASE_URL: dbUrl, LOG_LEVEL: 'warn' } });
     times.push(ms);
     progress(`boot→ready local Postgres ${i}/${PG_BOOTS}: ${Math.round(ms)} ms`);
     await stopServer(server);
@@ -234,34 +122,20 @@ async function pgBootPhase(dbUrl: string): Promise<number[]> {
 }
 
 async function pgliteBootPhase(): Promise<{ initdbMs: number; reopenMs: number[] }> {
-  const cwd = mkdtempSync(join(tmpdir(), 'bench-pglite-'));
-  tempDirs.add(cwd);
+  const cwd = tempDir('bench-pglite-');
   const env = { LOG_LEVEL: 'warn' }; // no DATABASE_URL: PGlite in ./.data/pglite under cwd
-  const first = await bootToReady({ env, cwd });
+  const first = await boot({ env, cwd });
   progress(`boot→ready PGlite first start (initdb): ${Math.round(first.ms)} ms`);
   await stopServer(first.server);
   const reopenMs: number[] = [];
   for (let i = 1; i <= PGLITE_REOPENS; i++) {
-    const { ms, server } = await bootToReady({ env, cwd });
+    const { ms, server } = await boot({ env, cwd });
     reopenMs.push(ms);
     progress(`boot→ready PGlite reopen ${i}/${PGLITE_REOPENS}: ${Math.round(ms)} ms`);
     await stopServer(server);
   }
-  rmSync(cwd, { recursive: true, force: true });
-  tempDirs.delete(cwd);
+  removeTempDir(cwd);
   return { initdbMs: first.ms, reopenMs };
-}
-
-function table(rows: readonly (readonly string[])[]): string {
-  const widths = rows[0]?.map((_, col) => Math.max(...rows.map((r) => (r[col] ?? '').length))) ?? [];
-  return rows
-    .map((r) =>
-      r
-        .map((cell, col) => cell.padEnd(widths[col] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
 }
 
 async function main(): Promise<void> {
@@ -273,19 +147,19 @@ async function main(): Promise<void> {
   );
   progress('starting a throwaway PostgreSQL cluster');
   const cluster = await startCluster();
-  cleanups.push({ name: 'cluster', run: () => cluster.remove() });
+  track('cluster', () => cluster.remove());
   await cluster.query('CREATE DATABASE bench');
   const dbUrl = cluster.url('bench');
 
   const load = await loadPhase(dbUrl);
   const pgBoots = await pgBootPhase(dbUrl);
-  await cleanupAll(); // the cluster is no longer needed; PGlite runs on its own
+  await untrack('cluster'); // no longer needed; PGlite runs on its own
   const pglite = await pgliteBootPhase();
 
   const s = {
-    bare_livez: summarise(load.runs.bare_livez),
-    ours_livez: summarise(load.runs.ours_livez),
-    ours_readyz: summarise(load.runs.ours_readyz),
+    bare_livez: summariseLoad(load.runs.bare_livez),
+    ours_livez: summariseLoad(load.runs.ours_livez),
+    ours_readyz: summariseLoad(load.runs.ours_readyz),
   };
   const loadAfter = loadavg()[0] ?? 0;
   const probeQps = Math.round(median(load.probeQps));
@@ -293,9 +167,7 @@ async function main(): Promise<void> {
   const readyzVsLivez = round3(s.ours_readyz.rps / s.ours_livez.rps);
   // The two /livez runs of a round share its conditions, so their ratio is steadier than the ratio of
   // medians when neighbours make whole rounds fast or slow.
-  const pairedLivezVsBare = round3(
-    median(load.runs.ours_livez.map((r, i) => r.rps / (load.runs.bare_livez[i]?.rps ?? Number.NaN))),
-  );
+  const pairedLivezVsBare = pairedRatio(load.runs.ours_livez, load.runs.bare_livez);
   // Informational: how much more CPU a /livez costs in our process than in the bare one (1 = same).
   const livezCpuVsBare =
     s.ours_livez.cpu_us_per_req !== null && s.bare_livez.cpu_us_per_req !== null
@@ -304,7 +176,6 @@ async function main(): Promise<void> {
   const failures = Object.values(s).reduce((n, t) => n + t.non2xx + t.errors, 0);
   const pgBootMs = Math.round(median(pgBoots));
   const pgliteReopenMs = Math.round(median(pglite.reopenMs));
-  const verdict = (ok: boolean) => (ok ? 'ok' : 'MISSED');
   const checks = {
     livez_vs_bare: livezVsBare >= TARGET.livezVsBare,
     readyz_vs_livez: readyzVsLivez >= TARGET.readyzVsLivez,
@@ -355,7 +226,12 @@ async function main(): Promise<void> {
         `≥ ${TARGET.readyzVsLivez}`,
         verdict(checks.readyz_vs_livez),
       ],
-      ['ours /livez ÷ bare /livez, per-round pairs (median)', pairedLivezVsBare.toFixed(3), '—', 'report'],
+      [
+        'ours /livez ÷ bare /livez, per-round pairs (median)',
+        String(pairedLivezVsBare ?? '—'),
+        '—',
+        'report',
+      ],
       [
         'ours /livez ÷ bare /livez (server CPU per request)',
         livezCpuVsBare === null ? '—' : livezCpuVsBare.toFixed(3),
@@ -384,53 +260,38 @@ async function main(): Promise<void> {
         'and per-round pair ratios are steadier',
     );
   }
-  const missed = Object.entries(checks)
-    .filter(([, ok]) => !ok)
-    .map(([name]) => name);
-  console.log('');
-  console.log(
-    JSON.stringify({
-      bench: 'http',
-      node: process.version,
-      cores: availableParallelism(),
-      connections: CONNECTIONS,
-      duration_s: DURATION_S,
-      warmup_s: WARMUP_S,
-      rounds: ROUNDS,
-      ...s,
-      ours_readyz: { ...s.ours_readyz, probe_qps: probeQps, rounds_probe_qps: load.probeQps.map(Math.round) },
-      loadavg_1m: { start: round2(loadBefore), end: round2(loadAfter) },
-      noisy_livez_runs: noisyRuns,
-      ratios: {
-        livez_vs_bare: livezVsBare,
-        readyz_vs_livez: readyzVsLivez,
-        livez_vs_bare_paired: pairedLivezVsBare,
-        livez_cpu_per_req_vs_bare: livezCpuVsBare,
-      },
-      boot_ms: {
-        pg_migrated_median: pgBootMs,
-        pg_migrated_runs: pgBoots.map(Math.round),
-        pg_first_with_migrations: Math.round(load.firstBootMs),
-        pglite_reopen_median: pgliteReopenMs,
-        pglite_reopen_runs: pglite.reopenMs.map(Math.round),
-        pglite_initdb: Math.round(pglite.initdbMs),
-      },
-      targets: {
-        livez_vs_bare: TARGET.livezVsBare,
-        readyz_vs_livez: TARGET.readyzVsLivez,
-        pg_boot_ms: TARGET.pgBootMs,
-      },
-      missed,
-      wall_s: round2((performance.now() - wallStart) / 1000),
-    }),
-  );
+  const missed = missedChecks(checks);
+  printJsonLine('http', {
+    connections: CONNECTIONS,
+    duration_s: DURATION_S,
+    warmup_s: WARMUP_S,
+    rounds: ROUNDS,
+    ...s,
+    ours_readyz: { ...s.ours_readyz, probe_qps: probeQps, rounds_probe_qps: load.probeQps.map(Math.round) },
+    loadavg_1m: { start: round2(loadBefore), end: round2(loadAfter) },
+    noisy_livez_runs: noisyRuns,
+    ratios: {
+      livez_vs_bare: livezVsBare,
+      readyz_vs_livez: readyzVsLivez,
+      livez_vs_bare_paired: pairedLivezVsBare,
+      livez_cpu_per_req_vs_bare: livezCpuVsBare,
+    },
+    boot_ms: {
+      pg_migrated_median: pgBootMs,
+      pg_migrated_runs: pgBoots.map(Math.round),
+      pg_first_with_migrations: Math.round(load.firstBootMs),
+      pglite_reopen_median: pgliteReopenMs,
+      pglite_reopen_runs: pglite.reopenMs.map(Math.round),
+      pglite_initdb: Math.round(pglite.initdbMs),
+    },
+    targets: {
+      livez_vs_bare: TARGET.livezVsBare,
+      readyz_vs_livez: TARGET.readyzVsLivez,
+      pg_boot_ms: TARGET.pgBootMs,
+    },
+    missed,
+    wall_s: round2((performance.now() - wallStart) / 1000),
+  });
 }
 
-try {
-  await main();
-} catch (err) {
-  console.error(err);
-  process.exitCode = 1;
-} finally {
-  await cleanupAll();
-}
+await runBench(main);

@@ -6,26 +6,21 @@
 // length a run is sized for), BENCH_ROUNDS, BENCH_POOL_MAX (both servers' pool size), BENCH_PROFILE=1
 // (afterwards, one more run per server under `node --cpu-prof`, summarised by where the time goes),
 // BENCH_PROFILE_DIR (an existing directory to keep those .cpuprofile files in).
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { availableParallelism, constants, loadavg, tmpdir } from 'node:os';
+import { mkdtempSync, readdirSync } from 'node:fs';
+import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { freshDatabase } from '../test/support/databases.js';
 import { createOrg, waitForKey } from '../test/support/orgs.js';
 import { type Cluster, startCluster } from '../test/support/postgres.js';
-import { type ServerProcess, serverEntry, spawnServer } from '../test/support/server.js';
+import { type ServerProcess, serverEntry } from '../test/support/server.js';
+import { bootToReady, stopServer } from './support/boot.js';
 import { cpuSeconds } from './support/cpu.js';
 import { countPushes, INVOICE, migrateDatabase, spawnBareIngress } from './support/ingress-harness.js';
 import { type IngressLoadResult, runIngressLoad } from './support/ingress-load.js';
 import { type ProfileSummary, summariseProfile } from './support/ingress-profile.js';
-import { pollUntil200 } from './support/ready.js';
-
-function intEnv(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isSafeInteger(n) || n < 1) throw new Error(`${name} must be a positive integer`);
-  return n;
-}
+import { cleanupAll, removeTempDir, runBench, tempDir, track, untrack } from './support/lifecycle.js';
+import { intEnv, missedChecks, printJsonLine, progress, table, verdict } from './support/report.js';
+import { median, round1, round2, round3 } from './support/stats.js';
 
 // The load generator, both servers and PostgreSQL share the machine: the issue's 50 connections, short
 // runs alternated so that drift hits both servers alike, and an odd number of rounds so that the median
@@ -49,62 +44,11 @@ const TARGET = { rpsVsBare: 0.8, p99VsBare: 1 / 0.8 } as const;
 // A run during which other processes kept more than this many cores busy was disturbed.
 const NOISY_CORES = 0.5;
 
-const progress = (msg: string) => console.error(`# ${msg}`);
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
-
-function median(values: readonly number[]): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1
-    ? (sorted[mid] as number)
-    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
-}
-
-const round1 = (n: number) => Math.round(n * 10) / 10;
-const round2 = (n: number) => Math.round(n * 100) / 100;
-const round3 = (n: number) => Math.round(n * 1000) / 1000;
-
-// Everything started here, stopped in reverse order on the way out (errors included).
-const cleanups: Array<{ name: string; run: () => Promise<unknown> }> = [];
-const tempDirs = new Set<string>();
-process.on('exit', () => {
-  // Child processes and clusters have their own exit hooks in the harness; temp dirs are ours.
-  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
-});
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    // Exiting runs the harness's exit hooks: they kill the servers and remove the cluster.
-    progress(`${signal}: cleaning up`);
-    process.exit(128 + constants.signals[signal]);
-  });
-}
-
-async function cleanupAll(): Promise<void> {
-  while (cleanups.length > 0) {
-    const step = cleanups.pop();
-    await step?.run().catch((err) => progress(`cleanup "${step.name}" failed: ${(err as Error).message}`));
-  }
-}
-
-function track(name: string, run: () => Promise<unknown>): void {
-  cleanups.push({ name, run });
-}
-
-async function untrack(name: string): Promise<void> {
-  const at = cleanups.findIndex((c) => c.name === name);
-  if (at === -1) return;
-  const [step] = cleanups.splice(at, 1);
-  await step?.run();
-}
-
-function serverDump(server: ServerProcess): string {
-  return [...server.logs.map((l) => JSON.stringify(l)), ...server.output].join('\n').slice(-4000);
-}
 
 /** Our built server on `url`, ready (polled on /readyz: with LOG_LEVEL=warn there is no boot log line). */
 async function startOurs(url: string, nodeArgs: string[] = []): Promise<ServerProcess> {
-  const server = await spawnServer({
+  const { server } = await bootToReady({
     env: {
       DATABASE_URL: url,
       LOG_LEVEL: 'warn',
@@ -116,25 +60,7 @@ async function startOurs(url: string, nodeArgs: string[] = []): Promise<ServerPr
       ? { command: process.execPath, args: ['--enable-source-maps', ...nodeArgs, serverEntry] }
       : {}),
   });
-  track('ours', () => server.stop());
-  try {
-    await pollUntil200(`${server.url}/readyz`, {
-      timeoutMs: 60_000,
-      exited: server.exited,
-      describe: () => serverDump(server),
-    });
-  } catch (err) {
-    await untrack('ours');
-    throw err;
-  }
   return server;
-}
-
-async function stopOurs(server: ServerProcess): Promise<void> {
-  const at = cleanups.findIndex((c) => c.name === 'ours');
-  if (at !== -1) cleanups.splice(at, 1);
-  const code = await server.stop();
-  if (code !== 0) progress(`our server exited with code ${code}\n${serverDump(server)}`);
 }
 
 type TargetName = 'bare' | 'ours';
@@ -253,18 +179,6 @@ function summarise(runs: readonly Run[], idle: number | null): Summary {
   };
 }
 
-function table(rows: readonly (readonly string[])[]): string {
-  const widths = rows[0]?.map((_, col) => Math.max(...rows.map((r) => (r[col] ?? '').length))) ?? [];
-  return rows
-    .map((r) =>
-      r
-        .map((cell, col) => cell.padEnd(widths[col] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
-}
-
 const fmt = (n: number | null, digits = 1) => (n === null ? '—' : n.toFixed(digits));
 
 /** One more run per server under `node --cpu-prof`, on the same databases; the profiles summarised. */
@@ -274,8 +188,7 @@ async function profilePhase(
   bareOptions: { databaseUrl: string; organizationId: string },
 ): Promise<Record<TargetName, ProfileSummary>> {
   const keep = process.env.BENCH_PROFILE_DIR;
-  const dir = keep ? mkdtempSync(join(keep, 'ingress-')) : mkdtempSync(join(tmpdir(), 'bench-ingress-prof-'));
-  if (!keep) tempDirs.add(dir);
+  const dir = keep ? mkdtempSync(join(keep, 'ingress-')) : tempDir('bench-ingress-prof-');
   const profileOf = (name: TargetName) => {
     // CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile: the main thread is 0 (tsx's loader has its own).
     const files = readdirSync(join(dir, name)).filter((f) => /\.0\.\d+\.cpuprofile$/.test(f));
@@ -300,7 +213,7 @@ async function profilePhase(
     `--cpu-prof-dir=${join(dir, 'ours')}`,
   ]);
   const oursRequests = await run({ ...targets.ours, url: `${ours.url}/api/invoices`, pid: ours.child.pid });
-  await stopOurs(ours);
+  await stopServer(ours);
 
   progress('profile: the baseline under --cpu-prof');
   const bare = await spawnBareIngress({
@@ -317,10 +230,7 @@ async function profilePhase(
     bare: summariseProfile(profileOf('bare'), bareRequests),
   };
   if (keep) progress(`profiles kept in ${dir} (open them in Chrome DevTools, Performance tab)`);
-  else {
-    rmSync(dir, { recursive: true, force: true });
-    tempDirs.delete(dir);
-  }
+  else removeTempDir(dir);
   return summaries;
 }
 
@@ -412,7 +322,7 @@ async function main(): Promise<void> {
     }
   }
 
-  await stopOurs(ours);
+  await stopServer(ours);
   await untrack('bare');
   let profiles: Record<TargetName, ProfileSummary> | undefined;
   if (PROFILE) profiles = await profilePhase(cluster, targets, bareOptions);
@@ -438,7 +348,6 @@ async function main(): Promise<void> {
       : null;
   const failures = s.ours.non2xx + s.ours.errors + s.bare.non2xx + s.bare.errors;
   const problems = [...s.ours.problems.map((p) => `ours ${p}`), ...s.bare.problems.map((p) => `bare ${p}`)];
-  const verdict = (ok: boolean) => (ok ? 'ok' : 'MISSED');
   const checks = {
     rps_vs_bare: rpsVsBare >= TARGET.rpsVsBare,
     p99_vs_bare: p99VsBare <= TARGET.p99VsBare,
@@ -553,44 +462,29 @@ async function main(): Promise<void> {
     console.log(`Top self-time frames, ours (µs/req; ${po.requests} requests profiled)`);
     console.log(table(po.topFrames.map((f) => [fmt(f.usPerRequest).padStart(7), f.frame])));
   }
-  const missed = Object.entries(checks)
-    .filter(([, ok]) => !ok)
-    .map(([name]) => name);
-  console.log('');
-  console.log(
-    JSON.stringify({
-      bench: 'ingress',
-      node: process.version,
-      cores: availableParallelism(),
-      connections: CONNECTIONS,
-      run_s: DURATION_S,
-      rounds: ROUNDS,
-      pool_max: POOL_MAX,
-      body_bytes: Buffer.byteLength(BODY),
-      ...s,
-      loadavg_1m: { start: round2(loadBefore), end: round2(loadAfter) },
-      noisy_runs: noisyRuns,
-      ratios: {
-        rps_vs_bare: rpsVsBare,
-        p99_vs_bare: p99VsBare,
-        rps_vs_bare_paired: pairedRps,
-        p99_vs_bare_paired: pairedP99,
-        cpu_per_req_vs_bare: cpuVsBare,
-        postgres_cpu_per_req_vs_bare: pgVsBare,
-      },
-      targets: { rps_vs_bare: TARGET.rpsVsBare, p99_vs_bare: round3(TARGET.p99VsBare) },
-      ...(profiles ? { profile: profiles } : {}),
-      missed,
-      wall_s: round2((performance.now() - wallStart) / 1000),
-    }),
-  );
+  const missed = missedChecks(checks);
+  printJsonLine('ingress', {
+    connections: CONNECTIONS,
+    run_s: DURATION_S,
+    rounds: ROUNDS,
+    pool_max: POOL_MAX,
+    body_bytes: Buffer.byteLength(BODY),
+    ...s,
+    loadavg_1m: { start: round2(loadBefore), end: round2(loadAfter) },
+    noisy_runs: noisyRuns,
+    ratios: {
+      rps_vs_bare: rpsVsBare,
+      p99_vs_bare: p99VsBare,
+      rps_vs_bare_paired: pairedRps,
+      p99_vs_bare_paired: pairedP99,
+      cpu_per_req_vs_bare: cpuVsBare,
+      postgres_cpu_per_req_vs_bare: pgVsBare,
+    },
+    targets: { rps_vs_bare: TARGET.rpsVsBare, p99_vs_bare: round3(TARGET.p99VsBare) },
+    ...(profiles ? { profile: profiles } : {}),
+    missed,
+    wall_s: round2((performance.now() - wallStart) / 1000),
+  });
 }
 
-try {
-  await main();
-} catch (err) {
-  console.error(err);
-  process.exitCode = 1;
-} finally {
-  await cleanupAll();
-}
+await runBench(main);

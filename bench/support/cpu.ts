@@ -1,11 +1,12 @@
-// CPU time a process (or the machine) has used so far (user + system, all threads), read from /proc on Linux. Per-request
-// CPU cost is far less sensitive to noisy neighbours than requests per second.
+// CPU time used so far (user + system, all threads) by a process, a PostgreSQL cluster or the whole machine,
+// read from /proc on Linux. Per-request CPU cost is far less sensitive to noisy neighbours than requests per second.
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 let ticksPerSecond: number | undefined;
 
-function clockTicks(): number {
+export function clockTicks(): number {
   if (ticksPerSecond === undefined) {
     try {
       ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
@@ -42,4 +43,47 @@ export function machineBusySeconds(): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** CPU seconds (user + system) used so far by each process of a cluster, by process id. */
+export type ClusterCpu = Map<number, number>;
+
+/**
+ * Samples the CPU time of a cluster's postmaster and its children (backends, WAL writer,
+ * checkpointer…), or undefined without /proc.
+ */
+export function clusterCpu(dataDir: string): ClusterCpu | undefined {
+  try {
+    const postmaster = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n', 1)[0]);
+    if (!Number.isSafeInteger(postmaster)) return undefined;
+    const cpu: ClusterCpu = new Map();
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      } catch {
+        continue; // exited while we looked
+      }
+      // After the parenthesised command name: state (3), ppid (4), …, utime (14), stime (15).
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const pid = Number(entry);
+      if (pid !== postmaster && Number(fields[1]) !== postmaster) continue;
+      cpu.set(pid, (Number(fields[11]) + Number(fields[12])) / clockTicks());
+    }
+    return cpu;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU seconds the cluster used between two samples, over the processes alive at the second one (a
+ * process started in between counts from zero). A backend that exited in between (a short-lived
+ * client's) is left out: its time is gone from /proc, and counting its earlier time would subtract it.
+ */
+export function clusterCpuDelta(before: ClusterCpu, after: ClusterCpu): number {
+  let seconds = 0;
+  for (const [pid, now] of after) seconds += now - (before.get(pid) ?? 0);
+  return seconds;
 }

@@ -3,8 +3,7 @@
 // server wrote can be checked against the 2xx answers exactly (a timed run cuts requests off in flight,
 // and the server may still commit them).
 import autocannon from 'autocannon';
-import { cpuSeconds, machineBusySeconds } from './cpu.js';
-import { type ClusterCpu, clusterCpu, clusterCpuDelta } from './ingress-harness.js';
+import { type ClusterCpu, clusterCpu, clusterCpuDelta, cpuSeconds, machineBusySeconds } from './cpu.js';
 
 // The parts of autocannon 8's API this run uses beyond bench/support/autocannon.d.ts.
 declare module 'autocannon' {

@@ -28,7 +28,7 @@ export async function createErrorTracker(
 ): Promise<ErrorTracker> {
   assertDsn(dsn);
   // Loaded only when a DSN is configured: the SDK is a noticeable share of boot time.
-  const { Toucan } = await import('toucan-js');
+  const { Toucan } = await import('./toucan.js');
   const { waitUntil, ...rest } = options;
   const toucan = new Toucan({
     dsn,

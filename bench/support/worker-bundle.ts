@@ -1,0 +1,61 @@
+// The Worker exactly as `npm run build:worker` bundles it (wrangler's dry run, offline), and Miniflare
+// instances that run it with wrangler.toml's compatibility settings.
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { Miniflare } from 'miniflare';
+import { parse } from 'smol-toml';
+import { repoRoot } from '../../test/support/server.js';
+
+export interface WorkerBundle {
+  dir: string;
+  script: string;
+  rawBytes: number;
+  /** gzip level 9, as tools/worker-size.mjs reports it. */
+  gzipBytes: number;
+  compatibilityDate: string;
+  compatibilityFlags: string[];
+}
+
+export function buildWorkerBundle(outdir: string): WorkerBundle {
+  execFileSync(resolve(repoRoot, 'node_modules/.bin/wrangler'), ['deploy', '--dry-run', '--outdir', outdir], {
+    cwd: repoRoot,
+    env: { ...process.env, XDG_CONFIG_HOME: join(outdir, 'config'), WRANGLER_SEND_METRICS: 'false' },
+    stdio: 'pipe',
+  });
+  const script = join(outdir, 'worker.js');
+  const code = readFileSync(script);
+  const toml = parse(readFileSync(resolve(repoRoot, 'wrangler.toml'), 'utf8')) as {
+    compatibility_date?: string;
+    compatibility_flags?: string[];
+  };
+  if (!toml.compatibility_date) throw new Error('wrangler.toml has no compatibility_date');
+  return {
+    dir: outdir,
+    script,
+    rawBytes: code.length,
+    gzipBytes: gzipSync(code, { level: 9 }).length,
+    compatibilityDate: toml.compatibility_date,
+    compatibilityFlags: toml.compatibility_flags ?? [],
+  };
+}
+
+/** A new workerd process running the bundle; bindings are the Worker's vars and secrets. */
+export function startMiniflare(bundle: WorkerBundle, bindings: Record<string, string>): Miniflare {
+  return new Miniflare({
+    modules: true,
+    scriptPath: bundle.script,
+    modulesRoot: bundle.dir,
+    compatibilityDate: bundle.compatibilityDate,
+    compatibilityFlags: bundle.compatibilityFlags,
+    bindings,
+  });
+}
+
+/** A database URL as the Worker sees it behind the local Neon proxy (which ignores the host). */
+export function neonUrl(url: string): string {
+  const u = new URL(url);
+  u.host = 'db.neon.invalid';
+  return u.toString();
+}
