@@ -7,7 +7,10 @@ import type { ErrorTracker } from '../platform/error-tracking.js';
 import type { ReadinessGate } from '../platform/gate.js';
 import { type HealthOptions, healthRoutes } from '../platform/health.js';
 import type { Logger } from '../platform/log.js';
+import { type MetricsEndpoint, metricsRoutes } from '../platform/metrics/route.js';
 import type { SecretBox } from '../platform/secret-box.js';
+import { currentRequestId, observeRequests } from '../platform/telemetry/requests.js';
+import type { Telemetry } from '../platform/telemetry/telemetry.js';
 import { requireApiKey } from './auth.js';
 import type { XeroConfig } from './config.js';
 import { connectionRoutes } from './connections/routes.js';
@@ -30,12 +33,18 @@ export interface AppDeps {
   /** An invoice was queued for a connected organization: its first push can start now. */
   onQueued: () => void;
   onConnected: () => void;
+  /** Request ids, spans and HTTP metrics for every request. */
+  telemetry: Telemetry;
+  /** GET /metrics. */
+  metrics: MetricsEndpoint;
 }
 
 export function createApp(deps: AppDeps): Hono {
   const { gate, probe, database, registry, log, errors, xero, box } = deps;
   const app = new Hono();
+  app.use('*', observeRequests(deps.telemetry));
   app.route('/', healthRoutes({ gate, probe }));
+  app.route('/', metricsRoutes(deps.metrics));
   app.route(
     '/connect',
     connectRoutes({
@@ -76,7 +85,8 @@ export function createApp(deps: AppDeps): Hono {
     }
     // Anything else is a bug: logged and reported in full, answered without details.
     log.error('unhandled request error', { method: c.req.method, path: c.req.path, err });
-    errors.capture(err, { path: c.req.path });
+    const requestId = currentRequestId();
+    errors.capture(err, { path: c.req.path, ...(requestId ? { request_id: requestId } : {}) });
     return c.json(errorBody('internal', 'internal error'), 500);
   });
   return app;

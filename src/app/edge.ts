@@ -7,10 +7,17 @@ import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../
 import { ReadinessGate } from '../platform/gate.js';
 import { createTickRunner } from '../platform/jobs/tick.js';
 import { createLogger, type Logger } from '../platform/log.js';
+import { withLogContext } from '../platform/log-context.js';
+import { observeDatabase } from '../platform/metrics/db-gauges.js';
+import { createGaugeRegistry } from '../platform/metrics/gauges.js';
 import { createSecretBox, type SecretBox } from '../platform/secret-box.js';
+import { loadTelemetryConfig, type TelemetryConfig } from '../platform/telemetry/config.js';
+import { requestIdFrom } from '../platform/telemetry/requests.js';
+import { noTelemetry } from '../platform/telemetry/telemetry.js';
 import { createApp } from './app.js';
 import { type AppConfig, loadAppConfig } from './config.js';
 import { errorBody } from './errors.js';
+import { observeQueueDepth } from './metrics/queue-depth.js';
 import { latestMigrationAt } from './migrations.gen.js';
 import { Registry } from './registry.js';
 import { createTicks, TICKS } from './ticks/register.js';
@@ -20,6 +27,9 @@ import { createXeroClient, type XeroClient } from './xero/client.js';
 // runtime permits (configuration, a database handle, the schema check, the registry). Migrations run
 // from the deploy command. A WebSocket cannot outlive its request, so every request (and every cron
 // invocation) gets its own database handles, closed through waitUntil.
+// Observability here: request ids and structured logs as everywhere; /metrics serves the gauges that
+// mean something without a long-lived process (database status, queue depth); traces come from
+// Cloudflare's Workers tracing (README), as the OpenTelemetry SDK does not fit the bundle.
 
 export interface ExecutionContextLike {
   waitUntil(promise: Promise<unknown>): void;
@@ -37,6 +47,7 @@ interface Isolate {
   box: SecretBox;
   xero: XeroClient;
   errors: ErrorTracker;
+  telemetry: TelemetryConfig;
 }
 
 interface Invocation {
@@ -89,7 +100,14 @@ export function createWorkerHandlers() {
       const errors = config.sentryDsn
         ? await createErrorTracker(config.sentryDsn).catch(() => disabledErrorTracker)
         : disabledErrorTracker;
+      const telemetry = loadTelemetryConfig(env);
+      if (telemetry.tracesEndpoint) {
+        log.warn(
+          'OTEL_EXPORTER_OTLP_ENDPOINT is not used on Workers: enable Workers tracing in wrangler.toml',
+        );
+      }
       const candidate: Isolate = {
+        telemetry,
         config,
         appConfig,
         log,
@@ -132,7 +150,17 @@ export function createWorkerHandlers() {
     }
   };
 
-  const fetch = async (
+  // Every answer, the Worker's own included, carries the request id its log lines carry.
+  const fetch = (request: Request, bindings: Bindings, ctx: ExecutionContextLike): Promise<Response> => {
+    const requestId = requestIdFrom(request.headers);
+    return withLogContext({ request_id: requestId }, async () => {
+      const response = await serve(request, bindings, ctx);
+      response.headers.set('x-request-id', requestId);
+      return response;
+    });
+  };
+
+  const serve = async (
     request: Request,
     bindings: Bindings,
     ctx: ExecutionContextLike,
@@ -192,6 +220,18 @@ export function createWorkerHandlers() {
         box: iso.box,
         onQueued: pushNow,
         onConnected: pushNow,
+        telemetry: noTelemetry,
+        metrics: {
+          token: iso.telemetry.metricsToken,
+          render: () => {
+            const gauges = createGaugeRegistry((metric, err) =>
+              iso.log.warn('metrics collector failed', { metric, err }),
+            );
+            observeDatabase(gauges, probe);
+            observeQueueDepth(gauges, inv.probeDatabase, iso.config.probeTimeoutMs);
+            return gauges.render();
+          },
+        },
       });
       return await app.fetch(request);
     } finally {

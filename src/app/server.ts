@@ -13,12 +13,21 @@ import { createTickRunner } from '../platform/jobs/tick.js';
 import { createLogger } from '../platform/log.js';
 import { createSecretBox } from '../platform/secret-box.js';
 import { createShutdown } from '../platform/shutdown.js';
+import { loadTelemetryConfig } from '../platform/telemetry/config.js';
+import { createTelemetry } from '../platform/telemetry/telemetry.js';
 import { withTimeout } from '../platform/timeout.js';
 import { createApp } from './app.js';
 import { type AppConfig, loadAppConfig } from './config.js';
 import { developmentKey } from './dev-key.js';
 import { migrations } from './migrations.gen.js';
 import { Registry } from './registry.js';
+import {
+  type StartedTelemetry,
+  startMetrics,
+  startTracing,
+  type TelemetryBootOptions,
+} from './telemetry-boot.js';
+import type { RefreshTickResult } from './ticks/refresh-tokens.js';
 import { registerTicks, TICKS } from './ticks/register.js';
 import { createXeroClient } from './xero/client.js';
 
@@ -66,18 +75,23 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
   }
 
   const log = createLogger(config.logLevel);
+  const telemetryConfig = loadTelemetryConfig(runtime.env);
+  // No-ops until the telemetry step swaps in prom-client and, with an exporter, OpenTelemetry.
+  const telemetry = createTelemetry();
+  let observed: StartedTelemetry | undefined;
   const gate = new ReadinessGate();
   const registry = new Registry();
   let errors: ErrorTracker = disabledErrorTracker;
   const driver = createDriver(config, log, { webSocket: runtime.webSocket });
-  const database = new DatabaseHandle(driver, 'app', log);
-  const probeDatabase = new DatabaseHandle(driver, 'probe', log);
+  const database = new DatabaseHandle(driver, 'app', log, telemetry);
+  const probeDatabase = new DatabaseHandle(driver, 'probe', log, telemetry);
   const probe = new WriteProbe({
     probe: probeDatabase,
     app: database,
     timeoutMs: config.probeTimeoutMs,
     instanceId: runtime.instanceId,
     log,
+    telemetry,
   });
   const loops = new Scheduler(log);
   // Organizations created or removed elsewhere (the CLI, another replica) reach this process here.
@@ -100,10 +114,17 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
     });
   }
   const box = await createSecretBox(tokenKey);
-  const runTick = createTickRunner(database, log, {
-    capture: (err, ctx) => errors.capture(err, ctx),
-    flush: (ms) => errors.flush(ms),
-  });
+  const runTick = createTickRunner(
+    database,
+    log,
+    { capture: (err, ctx) => errors.capture(err, ctx), flush: (ms) => errors.flush(ms) },
+    {
+      telemetry,
+      onResult: (name, result) => {
+        if (name === TICKS.refresh) observed?.countRefreshes(result as RefreshTickResult);
+      },
+    },
+  );
   const xero = createXeroClient(appConfig.xero);
   registerTicks(loops, runTick, {
     config: appConfig,
@@ -113,9 +134,25 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
     log,
   });
 
+  const telemetryBoot: TelemetryBootOptions = {
+    telemetry,
+    config: telemetryConfig,
+    instanceId: runtime.instanceId,
+    app: database,
+    probeDatabase,
+    probe,
+    probeTimeoutMs: config.probeTimeoutMs,
+    log,
+  };
   const steps: BootStep[] = [
-    // Tracing arrives with the observability work; the step keeps its place in the order.
-    { name: 'telemetry', kind: 'advisory', run: () => {} },
+    {
+      name: 'telemetry',
+      kind: 'advisory',
+      run: async () => {
+        observed = await startMetrics(telemetryBoot);
+        await startTracing(telemetryBoot);
+      },
+    },
     { name: 'logging', kind: 'hard', run: () => log.debug('logging configured', { level: config.logLevel }) },
     {
       name: 'error tracking',
@@ -151,6 +188,11 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
           // New work: push now rather than at the next interval (shutdown awaits the run).
           onQueued: () => loops.trigger(TICKS.push),
           onConnected: () => loops.trigger(TICKS.push),
+          telemetry,
+          metrics: {
+            render: async () => (await observed?.registry.render()) ?? '',
+            token: telemetryConfig.metricsToken,
+          },
         });
         listener = await runtime.listen(http.fetch, config.port, config.host);
         log.info('listening', { host: config.host, port: listener.port });
@@ -177,6 +219,7 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
       { name: 'drain http', run: (budget) => listener?.close(budget) ?? Promise.resolve() },
       { name: 'close database', run: closeDatabase },
       { name: 'flush error tracking', run: async () => void (await errors.flush(2000)) },
+      { name: 'flush traces', run: () => telemetry.tracing.shutdown(2000) },
     ],
   });
   runtime.onSignal((signal) => void shutdown(signal));
@@ -186,7 +229,7 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
   } catch (err) {
     gate.fail();
     if (err instanceof BootFailure) errors.capture(err, { step: err.step });
-    await errors.flush(2000);
+    await Promise.allSettled([errors.flush(2000), telemetry.tracing.shutdown(1000)]);
     // Ending a pool waits for its connection attempts; a failed boot should not wait on a dead host.
     await withTimeout(closeDatabase(), 1000, 'closing the database').catch(() => {});
     runtime.exit(1);

@@ -1,5 +1,10 @@
+import { poisonReason } from './db/poison.js';
+import { causeChain } from './error-chain.js';
+import { logContext } from './log-context.js';
+
 // Structured JSON logs: one object per line, written synchronously enough that the last line before
-// an exit (a hard boot failure) is never lost.
+// an exit (a hard boot failure) is never lost. Inside a request or a tick every line also carries the
+// request id, or the tick's name and run id (log-context.ts).
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
@@ -28,7 +33,10 @@ export function createLogger(
   const write = (lvl: LogLevel, msg: string, fields?: LogFields): void => {
     if (rank[lvl] < min) return;
     sink(
-      JSON.stringify({ time: new Date().toISOString(), level: lvl, msg, ...base, ...fields }, errorReplacer),
+      JSON.stringify(
+        { time: new Date().toISOString(), level: lvl, msg, ...base, ...logContext(), ...fields },
+        errorReplacer,
+      ),
     );
   };
   return {
@@ -52,10 +60,37 @@ export interface ErrorSummary {
   name: string;
   message: string;
   code?: string;
+  /** Outermost error only: the SQLSTATE found anywhere along the cause chain. */
+  sqlstate?: string;
+  /** Outermost error only: whether the error poisons its pool (db/poison.ts), and why. */
+  poisoned?: boolean;
+  poison_reason?: string;
   cause?: ErrorSummary;
 }
 
-export function describeError(err: unknown, depth = 0): ErrorSummary {
+// SQLSTATE classes are two digits, or HV, P0, XX, F0; errno codes (EPIPE) are not SQLSTATEs.
+const SQLSTATE = /^(?:[0-9][0-9A-Z]|HV|P0|XX|F0)[0-9A-Z]{3}$/;
+
+/** The first SQLSTATE along the cause chain (Drizzle puts the driver's error on `cause`). */
+export function sqlstateOf(err: unknown): string | undefined {
+  for (const e of causeChain(err)) {
+    const code = (e as { code?: unknown } | null)?.code;
+    if (typeof code === 'string' && SQLSTATE.test(code)) return code;
+  }
+  return undefined;
+}
+
+export function describeError(err: unknown): ErrorSummary {
+  const summary = summarise(err, 0);
+  const sqlstate = sqlstateOf(err);
+  if (sqlstate !== undefined) summary.sqlstate = sqlstate;
+  const poison = poisonReason(err);
+  summary.poisoned = poison !== undefined;
+  if (poison !== undefined) summary.poison_reason = poison;
+  return summary;
+}
+
+function summarise(err: unknown, depth: number): ErrorSummary {
   if (!(err instanceof Error)) {
     // Never String() an object: that is how a client with its connection parameters gets printed.
     const message = (err as { message?: unknown } | null)?.message;
@@ -69,7 +104,7 @@ export function describeError(err: unknown, depth = 0): ErrorSummary {
   const summary: ErrorSummary = { name: err.name, message: redactParams(err.message) };
   const code = (err as { code?: unknown }).code;
   if (typeof code === 'string') summary.code = code;
-  if (err.cause !== undefined && depth < 4) summary.cause = describeError(err.cause, depth + 1);
+  if (err.cause !== undefined && depth < 4) summary.cause = summarise(err.cause, depth + 1);
   return summary;
 }
 

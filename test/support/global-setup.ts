@@ -1,6 +1,29 @@
 import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SUITE_SECRETS, scanForSecrets } from './secret-scan.js';
+import { SERVER_LOG_ENV } from './server.js';
 
 // Tests spawn the server the way a user runs it (`node dist/node.js`), so build it once per run.
-export default function setup(): void {
+// Every spawned server's output is collected in one file, and at the end of the run it must not hold
+// a single secret the tests configured or made: a finding fails the run.
+export default function setup(): () => void {
   execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });
+  const dir = mkdtempSync(join(tmpdir(), 'honest-health-test-logs-'));
+  const file = join(dir, 'servers.log');
+  process.env[SERVER_LOG_ENV] = file;
+  return () => {
+    const text = existsSync(file) ? readFileSync(file, 'utf8') : '';
+    rmSync(dir, { recursive: true, force: true });
+    const findings = scanForSecrets(text, SUITE_SECRETS);
+    const lines = text === '' ? 0 : text.split('\n').length - 1;
+    console.log(`secret scan: ${lines} log lines of spawned servers, ${findings.length} secrets found`);
+    if (findings.length > 0) {
+      const shown = findings.slice(0, 20).map((f) => `  ${f.name}, line ${f.lineNumber}: ${f.line}`);
+      // Vitest reports an error thrown here but still exits 0: set the exit code as well.
+      process.exitCode = 1;
+      throw new Error(`secrets in the logs of this test run:\n${shown.join('\n')}`);
+    }
+  };
 }

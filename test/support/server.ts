@@ -1,5 +1,6 @@
 // Runs the built server (`node dist/node.js`) as a child process, the way a user starts it.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from './ports.js';
@@ -40,6 +41,10 @@ export interface SpawnOptions {
   args?: string[];
 }
 
+/** Set by global-setup.ts for the whole run (forked test workers inherit it). */
+export const SERVER_LOG_ENV = 'HONEST_HEALTH_TEST_SERVER_LOG';
+const serverLog = process.env[SERVER_LOG_ENV];
+
 const live = new Set<ChildProcess>();
 process.on('exit', () => {
   for (const child of live) child.kill('SIGKILL');
@@ -67,6 +72,8 @@ export async function spawnServer(options: SpawnOptions = {}): Promise<ServerPro
   const waiters = new Set<() => void>();
   const onLine = (line: string) => {
     if (!line.trim()) return;
+    // Every server a test run spawns also writes here; global-setup.ts scans it for secrets at the end.
+    if (serverLog) appendFileSync(serverLog, `${line}\n`);
     try {
       logs.push(JSON.parse(line) as LogLine);
     } catch {

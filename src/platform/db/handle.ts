@@ -1,11 +1,6 @@
 import type { Logger } from '../log.js';
+import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
 import type { Database, DatabaseDriver, DatabasePool, PoolRole, PoolStats } from './types.js';
-
-export interface DisposeEvent {
-  role: PoolRole;
-  reason: string;
-  generation: number;
-}
 
 /**
  * A lazily built pool that can be thrown away. Callers ask for `pool` or `db` on every use and
@@ -21,7 +16,7 @@ export class DatabaseHandle {
     private readonly driver: DatabaseDriver,
     readonly role: PoolRole,
     private readonly log: Logger,
-    private readonly onDispose?: (event: DisposeEvent) => void,
+    private readonly telemetry: Telemetry = noTelemetry,
   ) {}
 
   get generation(): number {
@@ -35,7 +30,7 @@ export class DatabaseHandle {
   get pool(): DatabasePool {
     // After shutdown closed the handle, a late caller must fail rather than open a pool nobody ends.
     if (this.#closed) throw new Error(`${this.role} database handle is closed`);
-    this.#pool ??= this.driver.createPool(this.role);
+    this.#pool ??= this.#observe(this.driver.createPool(this.role));
     return this.#pool;
   }
 
@@ -57,11 +52,18 @@ export class DatabaseHandle {
     this.#pool = undefined;
     this.#generation += 1;
     this.#disposals += 1;
-    const event = { role: this.role, reason, generation: this.#generation };
-    this.log.warn('database pool disposed', event);
-    this.onDispose?.(event);
+    this.log.warn('database pool disposed', { role: this.role, reason, generation: this.#generation });
+    this.telemetry.metrics.disposal(this.role, reason);
     // Queries in flight on the old pool finish or fail on their own; ending waits for them.
     await old?.end().catch((err: unknown) => this.log.warn('disposed pool did not end cleanly', { err }));
+  }
+
+  // Spans for its queries (when tracing is on) and a count of connections retired at max lifetime.
+  #observe(pool: DatabasePool): DatabasePool {
+    const client = (pool.db as { $client?: unknown }).$client;
+    this.telemetry.tracing.observeQueries(client);
+    this.telemetry.metrics.observePool(this.role, client);
+    return pool;
   }
 
   /** Final: ends the pool for shutdown. */

@@ -1,5 +1,6 @@
 import { errorCode } from '../error-chain.js';
 import type { Logger } from '../log.js';
+import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
 import type { DatabaseHandle } from './handle.js';
 
 export type DatabaseStatus = 'ok' | 'unreachable' | 'read_only' | 'timeout';
@@ -19,6 +20,8 @@ export interface WriteProbeOptions {
   timeoutMs: number;
   instanceId: string;
   log: Logger;
+  /** Counts each probe by outcome, with its latency. */
+  telemetry?: Telemetry;
 }
 
 // One round trip that proves a write: the upsert fails with 25006 on a standby or a read-only
@@ -56,6 +59,7 @@ export class WriteProbe {
     this.#inFlight ??= this.#run()
       .then((result) => {
         this.#last = result;
+        (this.options.telemetry ?? noTelemetry).metrics.probe(result.status, result.latencyMs / 1000);
         return result;
       })
       .finally(() => {

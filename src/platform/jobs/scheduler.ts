@@ -1,4 +1,5 @@
 import type { Logger } from '../log.js';
+import { withFreshLogContext } from '../log-context.js';
 
 export interface Loop {
   name: string;
@@ -62,8 +63,9 @@ export class Scheduler {
     const delay = delayMs ?? loop.intervalMs * (0.9 + Math.random() * 0.2);
     const timer = setTimeout(() => {
       this.#timers.delete(loop.name);
-      const run = loop
-        .run()
+      // Lines logged by the run name the loop (ticks add their own name and run id), and only the loop:
+      // when a request triggered it, this timer was set inside that request's context.
+      const run = withFreshLogContext({ loop: loop.name }, () => loop.run())
         .catch((err: unknown) => this.log.error('loop run failed', { loop: loop.name, err }))
         .finally(() => {
           this.#running.delete(loop.name);

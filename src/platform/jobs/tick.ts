@@ -3,38 +3,80 @@ import { withPoisonRetry } from '../db/poison-retry.js';
 import type { Database } from '../db/types.js';
 import type { ErrorTracker } from '../error-tracking.js';
 import type { Logger } from '../log.js';
+import { withLogContext } from '../log-context.js';
+import type { TickOutcome } from '../metrics/platform-metrics.js';
+import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
 
 export type TickFn<T> = (db: Database) => Promise<T>;
 
 export type TickRunner = <T>(name: string, fn: TickFn<T>) => Promise<T | undefined>;
+
+export interface TickRunnerOptions {
+  telemetry?: Telemetry;
+  /** Sees each successful run's result (the app turns token-refresh counts into metrics). */
+  onResult?: (name: string, result: unknown) => void;
+}
 
 /**
  * runTick(name, fn): runs a scheduled tick. A pool-poisoning error (the failover case) disposes the
  * pool and runs the tick exactly once more on a fresh one; a second failure, or any other error,
  * propagates after being logged as `tick crashed` and reported. The same tick never runs twice at
  * once in this process: a call while it runs is skipped (undefined).
+ * Each run is a span (its queries nest under it), is counted by outcome (ok, retried, crashed,
+ * skipped) with its duration, and every line it logs carries the tick's name and run id.
  */
-export function createTickRunner(database: DatabaseHandle, log: Logger, errors: ErrorTracker): TickRunner {
+export function createTickRunner(
+  database: DatabaseHandle,
+  log: Logger,
+  errors: ErrorTracker,
+  options: TickRunnerOptions = {},
+): TickRunner {
+  const telemetry = options.telemetry ?? noTelemetry;
   const running = new Set<string>();
   return async (name, fn) => {
     if (running.has(name)) {
       log.debug('tick skipped: still running', { tick: name });
+      telemetry.metrics.tick(name, 'skipped', 0);
       return undefined;
     }
     running.add(name);
     const runId = crypto.randomUUID().slice(0, 8);
     const tickLog = log.child({ tick: name, run_id: runId });
     const started = performance.now();
+    const seconds = () => (performance.now() - started) / 1000;
+    let attempts = 0;
+    const attempt = (db: Database) => {
+      attempts += 1;
+      return fn(db);
+    };
     try {
-      const result = await withPoisonRetry(database, fn, {
-        retry: true,
-        source: `tick ${name}`,
-        log: tickLog,
-      });
-      tickLog.debug('tick done', { ms: Math.round(performance.now() - started) });
-      return result;
+      return await withLogContext({ tick: name, run_id: runId }, () =>
+        telemetry.tracing.active(
+          `tick ${name}`,
+          { root: true, attributes: { 'tick.name': name, 'tick.run_id': runId } },
+          async (span) => {
+            try {
+              const result = await withPoisonRetry(database, attempt, {
+                retry: true,
+                source: `tick ${name}`,
+                log: tickLog,
+              });
+              const outcome: TickOutcome = attempts > 1 ? 'retried' : 'ok';
+              span.setAttributes({ 'tick.outcome': outcome });
+              telemetry.metrics.tick(name, outcome, seconds());
+              options.onResult?.(name, result);
+              tickLog.debug('tick done', { ms: Math.round(seconds() * 1000), outcome });
+              return result;
+            } catch (err) {
+              span.setAttributes({ 'tick.outcome': 'crashed' });
+              throw err;
+            }
+          },
+        ),
+      );
     } catch (err) {
-      tickLog.error('tick crashed', { ms: Math.round(performance.now() - started), err });
+      telemetry.metrics.tick(name, 'crashed', seconds());
+      tickLog.error('tick crashed', { ms: Math.round(seconds() * 1000), err });
       errors.capture(err, { tick: name, run_id: runId });
       throw err;
     } finally {

@@ -1,0 +1,115 @@
+import type { PoolRole } from '../db/types.js';
+import { countRetirements } from './pool-retirements.js';
+import type { MetricsRegistry } from './registry.js';
+
+// What the platform counts: HTTP requests, readiness probes, pool disposals, tick runs. Every name and
+// label is listed in the README's Observability section; keep the two in step.
+
+export type TickOutcome = 'ok' | 'retried' | 'crashed' | 'skipped';
+
+const DISPOSAL_CAUSES = [
+  'probe_read_only',
+  'tick_poison',
+  'request_poison',
+  'background_poison',
+  'max_lifetime',
+  'other',
+] as const;
+export type DisposalCause = (typeof DISPOSAL_CAUSES)[number];
+
+export const PROBE_OUTCOMES = ['ok', 'unreachable', 'read_only', 'timeout'] as const;
+export type ProbeOutcome = (typeof PROBE_OUTCOMES)[number];
+
+export interface PlatformMetrics {
+  request(method: string, route: string, status: number, seconds: number): void;
+  probe(outcome: ProbeOutcome, seconds: number): void;
+  /** A pool thrown away, with the reason given to dispose(); counted by cause. */
+  disposal(pool: PoolRole, reason: string): void;
+  /** A freshly built pool: its connections retired at max lifetime are counted too. */
+  observePool(pool: PoolRole, client: unknown): void;
+  tick(name: string, outcome: TickOutcome, seconds: number): void;
+}
+
+export const noMetrics: PlatformMetrics = {
+  request() {},
+  probe() {},
+  disposal() {},
+  observePool() {},
+  tick() {},
+};
+
+/** Maps a dispose() reason ("probe read_only", "poison in tick push-invoices: 25006") to its cause. */
+export function disposalCause(reason: string): DisposalCause {
+  if (reason === 'probe read_only') return 'probe_read_only';
+  if (reason.startsWith('poison in tick ')) return 'tick_poison';
+  if (reason.startsWith('poison in request')) return 'request_poison';
+  if (reason.startsWith('poison in ')) return 'background_poison';
+  return 'other';
+}
+
+// Latency buckets in seconds: a local write probe takes a millisecond, a tick up to a minute.
+const FAST = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+const SLOW = [0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+
+export function platformMetrics(registry: MetricsRegistry): PlatformMetrics {
+  const requests = registry.counter({
+    name: 'honest_health_http_requests_total',
+    help: 'HTTP requests answered, by method, route template and status',
+    labelNames: ['method', 'route', 'status'],
+  });
+  const requestSeconds = registry.histogram({
+    name: 'honest_health_http_request_duration_seconds',
+    help: 'HTTP request duration, by method and route template',
+    labelNames: ['method', 'route'],
+    buckets: FAST,
+  });
+  const probes = registry.counter({
+    name: 'honest_health_readiness_probes_total',
+    help: 'Database write probes run by /readyz, by outcome',
+    labelNames: ['outcome'],
+  });
+  const probeSeconds = registry.histogram({
+    name: 'honest_health_readiness_probe_duration_seconds',
+    help: 'Database write probe latency, by outcome',
+    labelNames: ['outcome'],
+    buckets: FAST,
+  });
+  const disposals = registry.counter({
+    name: 'honest_health_db_pool_disposals_total',
+    help: 'Database pools thrown away (max_lifetime: single connections retired), by pool and cause',
+    labelNames: ['pool', 'cause'],
+  });
+  const ticks = registry.counter({
+    name: 'honest_health_tick_runs_total',
+    help: 'Scheduled tick runs, by tick and outcome (ok, retried after a poisoned pool, crashed, skipped)',
+    labelNames: ['tick', 'outcome'],
+  });
+  // Known label sets start at 0, so a rate or an increase() works from the first scrape.
+  for (const outcome of PROBE_OUTCOMES) probes.inc({ outcome }, 0);
+  for (const pool of ['app', 'probe'] as const) {
+    for (const cause of DISPOSAL_CAUSES) disposals.inc({ pool, cause }, 0);
+  }
+  const tickSeconds = registry.histogram({
+    name: 'honest_health_tick_duration_seconds',
+    help: 'Scheduled tick run duration, by tick',
+    labelNames: ['tick'],
+    buckets: SLOW,
+  });
+  return {
+    request(method, route, status, seconds) {
+      requests.inc({ method, route, status: String(status) });
+      requestSeconds.observe({ method, route }, seconds);
+    },
+    probe(outcome, seconds) {
+      probes.inc({ outcome });
+      probeSeconds.observe({ outcome }, seconds);
+    },
+    disposal: (pool, reason) => disposals.inc({ pool, cause: disposalCause(reason) }),
+    observePool: (pool, client) =>
+      countRetirements(client, () => disposals.inc({ pool, cause: 'max_lifetime' })),
+    tick(name, outcome, seconds) {
+      ticks.inc({ tick: name, outcome });
+      if (outcome !== 'skipped') tickSeconds.observe({ tick: name }, seconds);
+    },
+  };
+}

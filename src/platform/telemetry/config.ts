@@ -1,0 +1,26 @@
+import type { Env } from '../config.js';
+
+// Observability settings. Read without validation on purpose: telemetry is an advisory boot step, so a
+// malformed exporter URL is a warning from that step (otel.ts), never a configuration error that stops
+// the process. The SDK reads the other standard OTEL_* variables (sampler, batch sizes, exporter
+// headers, timeout, compression) itself.
+
+export interface TelemetryConfig {
+  /** OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. */
+  tracesEndpoint: string | undefined;
+  serviceName: string;
+  /** Bearer token that GET /metrics requires, when set. */
+  metricsToken: string | undefined;
+}
+
+export function loadTelemetryConfig(env: Env): TelemetryConfig {
+  const value = (name: string) => (env[name] === '' ? undefined : env[name]);
+  const base = value('OTEL_EXPORTER_OTLP_ENDPOINT');
+  return {
+    tracesEndpoint:
+      value('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ??
+      (base === undefined ? undefined : `${base.replace(/\/+$/, '')}/v1/traces`),
+    serviceName: value('OTEL_SERVICE_NAME') ?? 'honest-health',
+    metricsToken: value('METRICS_TOKEN'),
+  };
+}

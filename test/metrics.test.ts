@@ -1,0 +1,217 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createGaugeRegistry } from '../src/platform/metrics/gauges.js';
+import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { freshDatabase } from './support/databases.js';
+import { createOrg, waitForKey } from './support/orgs.js';
+import { type Cluster, startCluster } from './support/postgres.js';
+import { parsePrometheus, sample } from './support/prometheus.js';
+import { type ServerProcess, spawnServer } from './support/server.js';
+import type { Sandbox } from './support/ticks.js';
+import { until } from './support/until.js';
+
+let cluster: Cluster;
+let sandbox: Sandbox;
+beforeAll(async () => {
+  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+});
+afterAll(async () => {
+  await sandbox?.close();
+  await cluster?.remove();
+});
+
+const TOKEN = 'metrics-test-token-0c1d';
+
+async function scrape(server: ServerProcess) {
+  const res = await server.get('/metrics', { headers: { authorization: `Bearer ${TOKEN}` } });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+  return parsePrometheus(await res.text());
+}
+
+async function readyz(server: ServerProcess) {
+  const res = await server.get('/readyz');
+  return { status: res.status, body: (await res.json()) as { checks: Record<string, string> } };
+}
+
+describe('GET /metrics', () => {
+  it('parses as Prometheus text and counts a read-only episode under its cause', async () => {
+    const url = await freshDatabase(cluster);
+    const dbName = new URL(url).pathname.slice(1);
+    const server = await spawnServer({
+      env: {
+        DATABASE_URL: url,
+        METRICS_TOKEN: TOKEN,
+        TICK_INTERVAL_MS: '300',
+        XERO_API_URL: sandbox.url,
+        XERO_IDENTITY_URL: `${sandbox.url}/identity`,
+        XERO_CLIENT_ID: 'sandbox-client',
+        XERO_CLIENT_SECRET: 'sandbox-secret',
+      },
+    });
+    try {
+      await server.waitForReady();
+      expect((await server.get('/metrics')).status).toBe(401);
+      expect((await server.get('/metrics', { headers: { authorization: 'Bearer wrong' } })).status).toBe(401);
+      expect((await readyz(server)).status).toBe(200);
+
+      const before = await scrape(server);
+      for (const status of ['queued', 'pushed', 'failed', 'dead', 'awaiting_connection']) {
+        expect(sample(before, 'honest_health_queue_depth', { status })).toBe(0);
+      }
+      expect(
+        sample(before, 'honest_health_db_pool_disposals_total', { pool: 'app', cause: 'probe_read_only' }),
+      ).toBe(0);
+      expect(
+        sample(before, 'honest_health_readiness_probes_total', { outcome: 'ok' }),
+      ).toBeGreaterThanOrEqual(1);
+      expect(sample(before, 'honest_health_database_status', { status: 'ok' })).toBe(1);
+      expect(sample(before, 'honest_health_db_pool_size', { pool: 'app' })).toBeGreaterThanOrEqual(1);
+      expect(sample(before, 'honest_health_http_requests_total', { route: '/readyz', status: '200' })).toBe(
+        1,
+      );
+      expect(sample(before, 'honest_health_token_refreshes_total', { outcome: 'refreshed' })).toBe(0);
+      expect(before.find((f) => f.name === 'process_cpu_seconds_total')?.type).toBe('COUNTER');
+      await until(
+        async () =>
+          sample(await scrape(server), 'honest_health_tick_runs_total', {
+            tick: 'push-invoices',
+            outcome: 'ok',
+          }),
+        (n) => (n ?? 0) >= 1,
+      );
+
+      // The incident's shape: sessions come up read-only while reads still work.
+      await cluster.query(`ALTER DATABASE ${dbName} SET default_transaction_read_only = on`);
+      await cluster.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name LIKE 'honest-health:%'`,
+        [dbName],
+      );
+      await until(
+        () => readyz(server),
+        (r) => r.body.checks.database === 'read_only',
+      );
+      const during = await scrape(server);
+      for (const pool of ['app', 'probe']) {
+        expect(
+          sample(during, 'honest_health_db_pool_disposals_total', { pool, cause: 'probe_read_only' }),
+        ).toBeGreaterThanOrEqual(1);
+      }
+      expect(
+        sample(during, 'honest_health_readiness_probes_total', { outcome: 'read_only' }),
+      ).toBeGreaterThanOrEqual(1);
+      expect(sample(during, 'honest_health_database_status', { status: 'read_only' })).toBe(1);
+      expect(
+        sample(during, 'honest_health_http_requests_total', { route: '/readyz', status: '503' }),
+      ).toBeGreaterThanOrEqual(1);
+
+      await cluster.query(`ALTER DATABASE ${dbName} RESET default_transaction_read_only`);
+      await until(
+        () => readyz(server),
+        (r) => r.status === 200,
+      );
+      const after = await scrape(server);
+      expect(sample(after, 'honest_health_database_status', { status: 'ok' })).toBe(1);
+      // The token never appears in the exposition, whatever it counts.
+      const text = await (
+        await server.get('/metrics', { headers: { authorization: `Bearer ${TOKEN}` } })
+      ).text();
+      expect(text).not.toContain(TOKEN);
+      expect(text).not.toContain('sandbox-secret');
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('shows callers waiting for the pool while /readyz stays 200, and counts connections retired at max lifetime', async () => {
+    const url = await freshDatabase(cluster);
+    const server = await spawnServer({
+      env: {
+        DATABASE_URL: url,
+        METRICS_TOKEN: TOKEN,
+        POOL_MAX: '2',
+        POOL_MAX_LIFETIME_S: '1',
+        REGISTRY_REFRESH_MS: '200',
+      },
+    });
+    const locker = new pg.Client(url);
+    try {
+      await server.waitForReady();
+      const org = await createOrg(url, 'Busy Ltd');
+      await waitForKey(server, org.apiKey);
+
+      // Every app-pool connection blocks on the lock; the requests after them queue for a connection.
+      await locker.connect();
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE xero_connections IN ACCESS EXCLUSIVE MODE');
+      const blocked = Array.from({ length: 4 }, () =>
+        server.get('/api/connections', { headers: { authorization: `Bearer ${org.apiKey}` } }),
+      );
+      const busy = await until(
+        () => scrape(server),
+        (m) =>
+          (sample(m, 'honest_health_db_pool_waiting', { pool: 'app' }) ?? 0) > 0 &&
+          sample(m, 'honest_health_db_pool_in_use', { pool: 'app' }) === 2,
+      );
+      expect(sample(busy, 'honest_health_db_pool_idle', { pool: 'app' })).toBe(0);
+      expect(sample(busy, 'honest_health_db_pool_size', { pool: 'app' })).toBe(2);
+      const ready = await readyz(server);
+      expect(ready.status).toBe(200);
+      expect(ready.body.checks.database).toBe('ok');
+
+      await locker.query('COMMIT');
+      const answers = await Promise.all(blocked);
+      expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+
+      // Connections older than POOL_MAX_LIFETIME_S are retired, and counted.
+      const retired = await until(
+        async () =>
+          sample(await scrape(server), 'honest_health_db_pool_disposals_total', {
+            pool: 'app',
+            cause: 'max_lifetime',
+          }),
+        (n) => (n ?? 0) >= 1,
+      );
+      expect(retired).toBeGreaterThanOrEqual(1);
+    } finally {
+      await locker.end().catch(() => {});
+      await server.stop();
+    }
+  });
+});
+
+describe('the Workers gauge exposition', () => {
+  it('writes valid Prometheus text, escaping label values, and leaves a failed gauge empty', async () => {
+    const failures: string[] = [];
+    const registry = createGaugeRegistry((metric) => failures.push(metric));
+    registry.gauge(
+      { name: 'demo_state', help: 'A help text with a \\ and a\nnewline', labelNames: ['path'] },
+      () => [
+        { labels: { path: 'C:\\DIR\\"FILE"\n' }, value: 1 },
+        { labels: { path: 'plain' }, value: 0.25 },
+      ],
+    );
+    registry.gauge({ name: 'demo_special', help: 'Special values', labelNames: [] }, async () => [
+      { labels: {}, value: Number.POSITIVE_INFINITY },
+    ]);
+    registry.gauge({ name: 'demo_failing', help: 'Its collector throws', labelNames: [] }, () => {
+      throw new Error('database away');
+    });
+    const families = parsePrometheus(await registry.render());
+    expect(families.find((f) => f.name === 'demo_state')).toMatchObject({
+      type: 'GAUGE',
+      metrics: [
+        { labels: { path: 'C:\\DIR\\"FILE"\n' }, value: '1' },
+        { labels: { path: 'plain' }, value: '0.25' },
+      ],
+    });
+    expect(sample(families, 'demo_special')).toBe(Number.POSITIVE_INFINITY);
+    expect(families.find((f) => f.name === 'demo_failing')?.metrics ?? []).toEqual([]);
+    expect(failures).toEqual(['demo_failing']);
+  });
+
+  it('is checked by a parser that really rejects bad text', () => {
+    expect(() => parsePrometheus('demo_value{a="unterminated} 1\n')).toThrow(/not a sample/);
+    expect(() => parsePrometheus('demo_untyped 1\n')).toThrow(/no TYPE line/);
+  });
+});

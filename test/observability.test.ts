@@ -1,0 +1,174 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Scheduler } from '../src/platform/jobs/scheduler.js';
+import { createLogger, describeError } from '../src/platform/log.js';
+import { withLogContext } from '../src/platform/log-context.js';
+import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { freshDatabase } from './support/databases.js';
+import { createOrg, waitForKey } from './support/orgs.js';
+import { type Cluster, startCluster } from './support/postgres.js';
+import { type SentrySink, startSentrySink } from './support/sentry-sink.js';
+import { spawnServer } from './support/server.js';
+import type { Sandbox } from './support/ticks.js';
+import { until } from './support/until.js';
+
+let cluster: Cluster;
+let sandbox: Sandbox;
+let sentry: SentrySink;
+beforeAll(async () => {
+  [cluster, sandbox, sentry] = await Promise.all([
+    startCluster(),
+    startXeroSandbox({ port: 0 }),
+    startSentrySink(),
+  ]);
+});
+afterAll(async () => {
+  await sentry?.close();
+  await sandbox?.close();
+  await cluster?.remove();
+});
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+type SentryEvent = { tags?: Record<string, string>; exception?: { values: { type: string }[] } };
+const events = () =>
+  sentry.items.filter((i) => i.header.type === 'event').map((i) => i.payload as SentryEvent);
+
+describe('request ids, error fields and error tracking', () => {
+  it('takes or makes a request id, echoes it, logs it on every line, and reports an unhandled error with it', async () => {
+    const url = await freshDatabase(cluster);
+    const server = await spawnServer({
+      env: {
+        DATABASE_URL: url,
+        SENTRY_DSN: sentry.dsn,
+        REGISTRY_REFRESH_MS: '200',
+        TICK_INTERVAL_MS: '300',
+        XERO_API_URL: sandbox.url,
+        XERO_IDENTITY_URL: `${sandbox.url}/identity`,
+        XERO_CLIENT_ID: 'sandbox-client',
+        XERO_CLIENT_SECRET: 'sandbox-secret',
+      },
+    });
+    try {
+      await server.waitForReady();
+      const given = await server.get('/livez', { headers: { 'x-request-id': 'edge-7f2a:1' } });
+      expect(given.headers.get('x-request-id')).toBe('edge-7f2a:1');
+      expect((await server.get('/livez')).headers.get('x-request-id')).toMatch(UUID);
+      // Not a sane id (spaces, or too long): replaced rather than written into logs.
+      const odd = await server.get('/livez', { headers: { 'x-request-id': 'a b c' } });
+      expect(odd.headers.get('x-request-id')).toMatch(UUID);
+      expect(
+        (await server.get('/nowhere', { headers: { 'x-request-id': 'x'.repeat(129) } })).headers.get(
+          'x-request-id',
+        ),
+      ).toMatch(UUID);
+
+      const org = await createOrg(url, 'Broken Ltd');
+      await waitForKey(server, org.apiKey);
+      // A bug's shape: the table is gone (42P01), which is not a poisoned pool.
+      const client = new pg.Client(url);
+      await client.connect();
+      await client.query('ALTER TABLE invoice_pushes RENAME TO invoice_pushes_gone');
+      await client.end();
+
+      const res = await server.get('/api/invoices', {
+        headers: { authorization: `Bearer ${org.apiKey}`, 'x-request-id': 'req-broken-1' },
+      });
+      expect(res.status).toBe(500);
+      expect(res.headers.get('x-request-id')).toBe('req-broken-1');
+
+      const line = await server.waitForLog((l) => l.msg === 'unhandled request error');
+      expect(line).toMatchObject({
+        level: 'error',
+        request_id: 'req-broken-1',
+        err: { sqlstate: '42P01', poisoned: false },
+      });
+      expect(typeof line.time).toBe('string');
+      const lines = server.logs.filter((l) => l.request_id === 'req-broken-1');
+      expect(lines.length).toBeGreaterThanOrEqual(1);
+
+      const reported = await until(
+        async () => events().find((e) => e.tags?.request_id === 'req-broken-1'),
+        (e) => e !== undefined,
+      );
+      expect(reported?.tags).toMatchObject({ request_id: 'req-broken-1', path: '/api/invoices' });
+
+      // The push tick now crashes on the same missing table: logged with its name and run id, and reported.
+      const crashed = await server.waitForLog((l) => l.msg === 'tick crashed' && l.tick === 'push-invoices');
+      expect(crashed).toMatchObject({ level: 'error', err: { sqlstate: '42P01', poisoned: false } });
+      expect(crashed.run_id).toMatch(/^[0-9a-f]{8}$/);
+      const tickEvent = await until(
+        async () => events().find((e) => e.tags?.tick === 'push-invoices'),
+        (e) => e !== undefined,
+      );
+      expect(tickEvent?.tags).toMatchObject({ tick: 'push-invoices', run_id: crashed.run_id });
+    } finally {
+      await server.stop();
+    }
+  });
+});
+
+describe('log fields', () => {
+  const capture = () => {
+    const lines: Record<string, unknown>[] = [];
+    return { log: createLogger('debug', {}, (l) => lines.push(JSON.parse(l))), lines };
+  };
+
+  it('an error carries its SQLSTATE and whether it poisons the pool', () => {
+    const readOnly = new Error('Failed query: update t set x = $1\nparams: 1', {
+      cause: Object.assign(new Error('cannot execute UPDATE in a read-only transaction'), { code: '25006' }),
+    });
+    expect(describeError(readOnly)).toMatchObject({
+      sqlstate: '25006',
+      poisoned: true,
+      poison_reason: '25006',
+    });
+    const reset = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+    expect(describeError(reset)).toMatchObject({ poisoned: true, poison_reason: 'ECONNRESET' });
+    expect(describeError(reset).sqlstate).toBeUndefined();
+    const duplicate = Object.assign(new Error('duplicate key'), { code: '23505' });
+    expect(describeError(duplicate)).toMatchObject({ sqlstate: '23505', poisoned: false });
+  });
+
+  it('lines inside a context carry its fields, and concurrent contexts never mix', async () => {
+    const { log, lines } = capture();
+    const work = (id: string, delay: number) =>
+      withLogContext({ request_id: id }, async () => {
+        await new Promise((r) => setTimeout(r, delay));
+        log.info('step', { n: 1 });
+        await withLogContext({ tick: 'inner' }, async () => log.info('nested'));
+      });
+    await Promise.all([work('a', 20), work('b', 5)]);
+    log.info('outside');
+    expect(lines.map((l) => [l.msg, l.request_id, l.tick])).toEqual([
+      ['step', 'b', undefined],
+      ['nested', 'b', 'inner'],
+      ['step', 'a', undefined],
+      ['nested', 'a', 'inner'],
+      ['outside', undefined, undefined],
+    ]);
+  });
+
+  it('a loop that a request triggers logs under the loop, never under that request', async () => {
+    const { log, lines } = capture();
+    const loops = new Scheduler(log);
+    let runs = 0;
+    loops.register({
+      name: 'push',
+      intervalMs: 20,
+      run: async () => {
+        runs += 1;
+        log.info('loop ran');
+      },
+    });
+    loops.start();
+    withLogContext({ request_id: 'r-1' }, () => loops.trigger('push'));
+    await until(
+      async () => runs,
+      (n) => n >= 3,
+    );
+    await loops.stop();
+    const ran = lines.filter((l) => l.msg === 'loop ran');
+    expect(ran.every((l) => l.loop === 'push' && l.request_id === undefined)).toBe(true);
+  });
+});
