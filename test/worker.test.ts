@@ -196,7 +196,7 @@ describe('the Worker in workerd', () => {
       async () =>
         (
           await cluster.query<{ pid: number }>(
-            `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock' AND query ILIKE 'update "invoice_pushes"%'`,
+            `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock' AND query ILIKE '%update invoice_pushes%'`,
             [dbName],
           )
         ).rows,

@@ -1,6 +1,12 @@
 // The baseline: pg-boss with a no-op handler in its own process, constructed with pg-boss's defaults.
-// Each `go` starts one `boss.work` on the run's queue with the run's options (absent ones stay at
-// pg-boss's defaults: batchSize 1, pollingIntervalSeconds 2); `stop` ends that worker.
+// Each `go` works the run's queue one of two ways:
+//   work  — one `boss.work` with the run's options (absent ones stay at pg-boss's defaults: batchSize
+//           1, pollingIntervalSeconds 2); `stop` ends that worker. `work` waits out the polling
+//           interval after every fetch, jobs found or not (pg-boss 10's Worker loop).
+//   fetch — pg-boss's own pull API, back to back: `boss.fetch(queue, { batchSize })` then one
+//           `boss.complete(queue, ids)`, until a fetch comes back empty. The same two statements
+//           `work` runs per poll (its fetch and its batch complete), minus the sleep between polls:
+//           the loop our no-op worker runs, so neither side idles.
 import PgBoss from 'pg-boss';
 import { childConfig, fromParent, report, serve } from './queue-child.js';
 
@@ -9,6 +15,23 @@ interface Config {
 }
 
 const config = childConfig<Config>();
+
+async function fetchLoop(boss: PgBoss, queue: string, batchSize: number) {
+  let handled = 0;
+  let fetches = 0;
+  const started = performance.now();
+  for (;;) {
+    const jobs = await boss.fetch<unknown>(queue, { batchSize });
+    fetches += 1;
+    if (jobs.length === 0) break;
+    handled += jobs.length;
+    await boss.complete(
+      queue,
+      jobs.map((j) => j.id),
+    );
+  }
+  return { handled, fetches, ms: Math.round(performance.now() - started) };
+}
 
 await serve(
   async () => {
@@ -23,13 +46,19 @@ await serve(
   },
   async ({ boss, stats }, go) => {
     const queue = String(go.queue);
+    const errorsBefore = stats.errors;
+    if (go.loop === 'fetch') {
+      const r = await fetchLoop(boss, queue, Number(go.batchSize));
+      report({ type: 'working' });
+      await fromParent('stop');
+      return { ...r, errors: stats.errors - errorsBefore };
+    }
     const options: PgBoss.WorkOptions = {};
     if (typeof go.batchSize === 'number') options.batchSize = go.batchSize;
     if (typeof go.pollingIntervalSeconds === 'number')
       options.pollingIntervalSeconds = go.pollingIntervalSeconds;
     let handled = 0;
     let fetches = 0;
-    const errorsBefore = stats.errors;
     await boss.work(queue, options, async (jobs) => {
       fetches += 1;
       handled += jobs.length;

@@ -4,6 +4,7 @@ import type { Logger } from '../../platform/log.js';
 import type { SecretBox } from '../../platform/secret-box.js';
 import type { AppConfig } from '../config.js';
 import type { XeroClient } from '../xero/client.js';
+import { AccessTokenCache } from '../xero/connections.js';
 import { TenantLimiter } from '../xero/tenant-limiter.js';
 import { pushDueInvoices } from './push-invoices.js';
 import { refreshExpiringTokens } from './refresh-tokens.js';
@@ -21,6 +22,7 @@ export interface TickSetup {
 /** The tick functions, ready to be run by a scheduler loop (Node, Bun) or a cron trigger (Workers). */
 export function createTicks({ config, xero, box, owner, log }: TickSetup) {
   const limiter = new TenantLimiter();
+  const tokens = new AccessTokenCache();
   // A lease outlives the slowest push (its timeout) with room to spare; an expired one is fair game.
   const leaseMs = Math.max(60_000, config.xero.timeoutMs * 3);
   return {
@@ -29,6 +31,7 @@ export function createTicks({ config, xero, box, owner, log }: TickSetup) {
         xero,
         box,
         limiter,
+        tokens,
         owner,
         maxAttempts: config.pushMaxAttempts,
         batchSize: config.pushBatchSize,

@@ -1,0 +1,139 @@
+import { sql } from 'drizzle-orm';
+import type { Database } from '../../platform/db/types.js';
+
+// The push tick's statements. Each is one statement, so every driver runs them, Neon's HTTP one (no
+// interactive transactions) included; per-row values travel as array parameters, so a statement's
+// text and parameter count do not grow with the batch.
+
+/** A claimed push, with what the tick needs of its connection (null when it has none). */
+export interface ClaimedPush {
+  id: string;
+  connection_id: string | null;
+  payload: unknown;
+  /** Counting this attempt. */
+  attempts: number;
+  tenant_id: string | null;
+  /** The connection exists and is `active`. */
+  active: boolean | null;
+  token_version: number | null;
+  /** An access token is stored and outlives the next few seconds. */
+  token_fresh: boolean | null;
+}
+
+export interface ClaimOptions {
+  owner: string;
+  leaseMs: number;
+  batchSize: number;
+  /** Tenants whose per-minute budget is used up in this process: their pushes are left for later. */
+  skipTenants: readonly string[];
+}
+
+/**
+ * Claims due pushes and writes the lease in one statement (UPDATE ... WHERE id = ANY(ARRAY(SELECT ...
+ * FOR UPDATE SKIP LOCKED))), so replicas never take the same push, and looks up each one's connection
+ * in the same round trip. A lease this owner still holds (a re-run after a failover) may be taken back.
+ * ARRAY(...) runs the locking subquery once and updates the rows it returns by primary key; `id IN
+ * (SELECT ...)` was planned as a hash semi-join over a scan of the whole table, on every claim. The
+ * connection is looked up by primary key per claimed push (LATERAL) for the same reason.
+ */
+export async function claimPushes(db: Database, o: ClaimOptions): Promise<ClaimedPush[]> {
+  const skip =
+    o.skipTenants.length === 0
+      ? sql``
+      : sql`AND (connection_id IS NULL OR connection_id NOT IN (
+              SELECT id FROM xero_connections WHERE tenant_id = ANY(${sql.param(o.skipTenants)}::text[])))`;
+  return rowsOf<ClaimedPush>(
+    await db.execute(sql`
+      WITH claimed AS (
+        UPDATE invoice_pushes SET
+          lease_owner = ${o.owner},
+          lease_expires_at = now() + ${`${o.leaseMs} milliseconds`}::interval,
+          attempts = attempts + 1,
+          updated_at = now()
+        WHERE id = ANY(ARRAY(
+          SELECT id FROM invoice_pushes
+          -- Literal, not bound: it must match the partial index's predicate for the planner to use it.
+          WHERE status IN ('queued', 'failed')
+            AND next_attempt_at <= now()
+            AND (lease_expires_at IS NULL OR lease_expires_at < now() OR lease_owner = ${o.owner})
+            ${skip}
+          ORDER BY next_attempt_at
+          LIMIT ${o.batchSize}
+          FOR UPDATE SKIP LOCKED))
+        RETURNING id, connection_id, payload, attempts, next_attempt_at)
+      SELECT p.id, p.connection_id, p.payload, p.attempts, c.tenant_id, c.active, c.token_version, c.token_fresh
+      FROM claimed p LEFT JOIN LATERAL (
+        SELECT tenant_id, status = 'active' AS active, token_version,
+               (access_token_enc IS NOT NULL AND access_expires_at > now() + interval '5 seconds') AS token_fresh
+        FROM xero_connections WHERE id = p.connection_id) c ON true
+      ORDER BY p.next_attempt_at`),
+  );
+}
+
+/** What a push's row becomes; absent fields keep their value. */
+export interface Settlement {
+  id: string;
+  status?: 'pushed' | 'failed' | 'dead' | 'awaiting_connection';
+  retryInMs?: number;
+  attempts?: number;
+  lastError?: string;
+  xeroInvoiceId?: string;
+}
+
+/**
+ * Records the batch's outcomes in one statement, fenced on the lease: a push whose lease expired and
+ * was taken by another replica is left to that replica. The owner travels as a column of each row, not
+ * as one constant: compared with a constant, `lease_owner` (NULL in almost every row when statistics
+ * were taken) looks like it matches one row, and the planner then rescans the whole unnest() once
+ * per row it updates (3× slower at 200 rows, measured); as a join column it hashes them. The extra
+ * `p.id = ANY(...)` lets the planner find the rows by primary key instead of scanning the table.
+ */
+export async function settlePushes(
+  db: Database,
+  owner: string,
+  settlements: readonly Settlement[],
+): Promise<void> {
+  for (let i = 0; i < settlements.length; i += SETTLE_CHUNK) {
+    const chunk = settlements.slice(i, i + SETTLE_CHUNK);
+    const column = <T>(pick: (s: Settlement) => T) => sql.param(chunk.map(pick));
+    await db.execute(sql`
+      UPDATE invoice_pushes AS p SET
+        status = coalesce(v.status, p.status),
+        attempts = coalesce(v.attempts, p.attempts),
+        next_attempt_at = CASE WHEN v.retry_ms IS NULL THEN p.next_attempt_at
+                               ELSE now() + v.retry_ms * interval '1 millisecond' END,
+        xero_invoice_id = coalesce(v.xero_id, p.xero_invoice_id),
+        last_error = CASE WHEN v.xero_id IS NOT NULL THEN NULL ELSE coalesce(v.last_error, p.last_error) END,
+        lease_owner = NULL,
+        lease_expires_at = NULL,
+        updated_at = now()
+      FROM unnest(
+        ${column((s) => s.id)}::uuid[],
+        ${column((s) => s.status ?? null)}::text[],
+        ${column((s) => (s.attempts === undefined ? null : Math.max(0, s.attempts)))}::int[],
+        ${column((s) => (s.retryInMs === undefined ? null : Math.round(s.retryInMs)))}::bigint[],
+        ${column((s) => s.lastError ?? null)}::text[],
+        ${column((s) => s.xeroInvoiceId ?? null)}::text[],
+        ${column(() => owner)}::text[]
+      ) AS v(id, status, attempts, retry_ms, last_error, xero_id, owner)
+      WHERE p.id = v.id AND p.lease_owner = v.owner AND p.id = ANY(${column((s) => s.id)}::uuid[])`);
+  }
+}
+
+// PUSH_BATCH_SIZE is at most 1000: one statement per batch.
+const SETTLE_CHUNK = 1000;
+
+/** Xero answered 401: expire these access tokens so the refresh tick renews them before the next attempt. */
+export async function expireAccessTokens(db: Database, connectionIds: readonly string[]): Promise<void> {
+  if (connectionIds.length === 0) return;
+  await db.execute(sql`
+    UPDATE xero_connections SET access_expires_at = now(), updated_at = now()
+    WHERE id = ANY(${sql.param(connectionIds)}::uuid[])`);
+}
+
+/** The rows of db.execute, which every driver (node-postgres, Neon, PGlite) returns as `{ rows }`. */
+function rowsOf<T>(result: unknown): T[] {
+  const rows = (result as { rows?: unknown } | null)?.rows;
+  if (!Array.isArray(rows)) throw new Error('the driver returned no rows array');
+  return rows as T[];
+}

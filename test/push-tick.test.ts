@@ -1,0 +1,261 @@
+// The push tick's per-push path: access tokens decrypted once per token version, one lane per tenant
+// (Xero's 5 in flight, no tenant waiting behind another), claims that skip a tenant whose minute is
+// used up, and the batch settle fenced on the lease. Real Postgres, the Xero sandbox for Xero.
+import { sql } from 'drizzle-orm';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type PushTickDeps, pushDueInvoices } from '../src/app/ticks/push-invoices.js';
+import { refreshExpiringTokens } from '../src/app/ticks/refresh-tokens.js';
+import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
+import { AccessTokenCache } from '../src/app/xero/connections.js';
+import { TenantLimiter } from '../src/app/xero/tenant-limiter.js';
+import type { DatabaseHandle } from '../src/platform/db/handle.js';
+import type { SecretBox } from '../src/platform/secret-box.js';
+import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { freshDatabase } from './support/databases.js';
+import { type Cluster, startCluster } from './support/postgres.js';
+import {
+  captureLog,
+  connectedOrganization,
+  openDatabase,
+  pushRow,
+  queuePush,
+  type Sandbox,
+  testBox,
+  xeroConfigFor,
+} from './support/ticks.js';
+
+let cluster: Cluster;
+let sandbox: Sandbox;
+let box: SecretBox;
+const { log } = captureLog();
+const open: DatabaseHandle[] = [];
+
+beforeAll(async () => {
+  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  box = await testBox();
+});
+afterAll(async () => {
+  await Promise.all(open.map((h) => h.close()));
+  await sandbox?.close();
+  await cluster?.remove();
+});
+
+/** A database of its own: claims are ordered by due time, so other tests' pushes must not be due here. */
+async function database(): Promise<{ url: string; handle: DatabaseHandle }> {
+  const url = await freshDatabase(cluster);
+  const handle = await openDatabase(url, log);
+  open.push(handle);
+  return { url, handle };
+}
+
+function deps(overrides: Partial<PushTickDeps> = {}): PushTickDeps {
+  return {
+    xero: createXeroClient(xeroConfigFor(sandbox)),
+    box,
+    limiter: new TenantLimiter(),
+    tokens: new AccessTokenCache(),
+    owner: 'replica-a',
+    maxAttempts: 12,
+    batchSize: 50,
+    leaseMs: 60_000,
+    backoff: { baseMs: 30_000, maxMs: 3_600_000 },
+    log,
+    ...overrides,
+  };
+}
+
+/** The sandbox client, with every call's start and its tenant's calls in flight recorded. */
+function recordingClient(onCall?: (idempotencyKey: string) => Promise<void>) {
+  const inner = createXeroClient(xeroConfigFor(sandbox));
+  const starts: string[] = [];
+  const inFlight = new Map<string, number>();
+  const maxInFlight = new Map<string, number>();
+  const xero: XeroClient = {
+    ...inner,
+    async putInvoice(token, tenantId, key, invoice) {
+      starts.push(tenantId);
+      const now = (inFlight.get(tenantId) ?? 0) + 1;
+      inFlight.set(tenantId, now);
+      maxInFlight.set(tenantId, Math.max(now, maxInFlight.get(tenantId) ?? 0));
+      try {
+        const outcome = await inner.putInvoice(token, tenantId, key, invoice);
+        await onCall?.(key);
+        return outcome;
+      } finally {
+        inFlight.set(tenantId, (inFlight.get(tenantId) ?? 1) - 1);
+      }
+    },
+  };
+  return { xero, starts, maxInFlight };
+}
+
+const queueMany = async (handle: DatabaseHandle, organizationId: string, prefix: string, n: number) => {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) ids.push(await queuePush(handle.db, organizationId, `${prefix}-${i}`));
+  return ids;
+};
+
+describe('TenantLimiter', () => {
+  it('allows 5 calls in flight per tenant and 60 a minute, and says how long to wait', () => {
+    let now = 1_000_000;
+    const limiter = new TenantLimiter({ concurrent: 5, perMinute: 60 }, () => now);
+    for (let i = 0; i < 5; i++) expect(limiter.tryAcquire('t1')).toBe(0);
+    expect(limiter.tryAcquire('t1')).toBe(100);
+    // Another tenant is not held up by the first one.
+    expect(limiter.tryAcquire('t2')).toBe(0);
+    limiter.release('t1');
+    expect(limiter.tryAcquire('t1')).toBe(0);
+    for (let i = 0; i < 6; i++) limiter.release('t1');
+    for (let i = 0; i < 54; i++) {
+      now += 10;
+      expect(limiter.tryAcquire('t1')).toBe(0);
+      limiter.release('t1');
+    }
+    // 60 calls in the last minute: the first of them leaves the window 60 s after it started.
+    expect(limiter.tryAcquire('t1')).toBe(1_000_000 + 60_000 - now);
+    expect(limiter.exhausted()).toEqual(['t1']);
+    now = 1_000_000 + 60_000;
+    expect(limiter.tryAcquire('t1')).toBe(0);
+  });
+
+  it('forgets tenants idle for a minute', () => {
+    let now = 0;
+    const limiter = new TenantLimiter({ concurrent: 5, perMinute: 1 }, () => now);
+    expect(limiter.tryAcquire('t1')).toBe(0);
+    limiter.release('t1');
+    expect(limiter.exhausted()).toEqual(['t1']);
+    now = 60_001;
+    expect(limiter.exhausted()).toEqual([]);
+    expect(limiter.tryAcquire('t1')).toBe(0);
+  });
+});
+
+describe('push tick, per push', () => {
+  it('decrypts an access token once per token version', async () => {
+    const { handle } = await database();
+    let opens = 0;
+    const counting: SecretBox = {
+      seal: (text, ad) => box.seal(text, ad),
+      open: (sealed, ad) => {
+        opens += 1;
+        return box.open(sealed, ad);
+      },
+    };
+    const { org, connectionId, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Cache Co');
+    const run = deps({ box: counting });
+    for (const key of ['c-1', 'c-2', 'c-3']) {
+      await queuePush(handle.db, org.id, key);
+      expect(await pushDueInvoices(handle.db, run)).toMatchObject({ pushed: 1 });
+    }
+    expect(opens).toBe(1);
+
+    // A refresh saves a new token version: the next push decrypts (and sends) the new token.
+    await handle.db.execute(
+      sql`UPDATE xero_connections SET access_expires_at = now() + interval '5 minutes' WHERE id = ${connectionId}`,
+    );
+    const refreshed = await refreshExpiringTokens(handle.db, {
+      xero: createXeroClient(xeroConfigFor(sandbox)),
+      box,
+      owner: 'replica-a',
+      refreshWithinMs: 10 * 60_000,
+      leaseMs: 60_000,
+      batchSize: 50,
+      log,
+    });
+    expect(refreshed.refreshed).toBe(1);
+    await queuePush(handle.db, org.id, 'c-4');
+    expect(await pushDueInvoices(handle.db, run)).toMatchObject({ pushed: 1 });
+    expect(opens).toBe(2);
+    expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(4);
+  });
+
+  it('keeps a tenant to 5 calls in flight without making other tenants wait behind it', async () => {
+    const { handle } = await database();
+    const busy = await connectedOrganization(handle.db, box, sandbox, 'Busy Co');
+    const quiet = await connectedOrganization(handle.db, box, sandbox, 'Quiet Co');
+    // The busy tenant's 40 pushes are older than the quiet one's: claimed first, queued first.
+    await queueMany(handle, busy.org.id, 'busy', 40);
+    await queuePush(handle.db, quiet.org.id, 'quiet-1');
+    const { xero, starts, maxInFlight } = recordingClient();
+    // Calls that take a while, so a tenant's slots really fill up (the sandbox answers 429 beyond 5).
+    const latencyBefore = sandbox.state.limiter.limits.latencyMs;
+    sandbox.state.setLimits({ latencyMs: 20 });
+    try {
+      const result = await pushDueInvoices(handle.db, deps({ xero }));
+      expect(result).toMatchObject({ claimed: 41, pushed: 41, retrying: 0, deferred: 0 });
+    } finally {
+      sandbox.state.setLimits({ latencyMs: latencyBefore });
+    }
+    expect(maxInFlight.get(busy.tenantId)).toBe(5);
+    // The quiet tenant's push went out with the busy tenant's first five, not after its 40.
+    expect(starts.indexOf(quiet.tenantId)).toBeLessThan(6);
+    expect(sandbox.state.statsSnapshot().invoicesCreated[busy.tenantId]).toBe(40);
+  });
+
+  it('leaves a tenant whose minute is used up for later, and claims other tenants instead', async () => {
+    const { url, handle } = await database();
+    const full = await connectedOrganization(handle.db, box, sandbox, 'Full Minute Co');
+    const other = await connectedOrganization(handle.db, box, sandbox, 'Other Co');
+    const fullIds = await queueMany(handle, full.org.id, 'full', 5);
+    const otherId = await queuePush(handle.db, other.org.id, 'other-1');
+    const run = deps({ limiter: new TenantLimiter({ concurrent: 5, perMinute: 2 }), batchSize: 3 });
+
+    // Three claimed, two sent; the third waits for the tenant's minute, not for a retry every second.
+    expect(await pushDueInvoices(handle.db, run)).toMatchObject({ claimed: 3, pushed: 2, deferred: 1 });
+    const deferred = await pushRow(url, fullIds[2] as string);
+    expect(deferred).toMatchObject({ status: 'queued', attempts: 0, lease_owner: null });
+    const wait = new Date(deferred.next_attempt_at).getTime() - Date.now();
+    expect(wait).toBeGreaterThan(50_000);
+    expect(wait).toBeLessThanOrEqual(61_000);
+
+    // The next claim passes over the tenant's due pushes (older) to the other tenant's.
+    expect(await pushDueInvoices(handle.db, run)).toMatchObject({ claimed: 1, pushed: 1 });
+    expect(await pushRow(url, otherId)).toMatchObject({ status: 'pushed' });
+    for (const id of fullIds.slice(3))
+      expect(await pushRow(url, id)).toMatchObject({ status: 'queued', attempts: 0, lease_owner: null });
+    expect(await pushDueInvoices(handle.db, run)).toMatchObject({ claimed: 0 });
+  });
+
+  it('gives up on a call that hangs: a timeout is a transient failure, retried later', async () => {
+    const { url, handle } = await database();
+    const { org, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Hanging Co');
+    const id = await queuePush(handle.db, org.id, 'hang-1');
+    sandbox.state.faults.add({ target: 'invoices', kind: 'hang', count: 1, hangMs: 30_000 });
+    const xero = createXeroClient({ ...xeroConfigFor(sandbox), timeoutMs: 300 });
+    expect(await pushDueInvoices(handle.db, deps({ xero }))).toMatchObject({ retrying: 1 });
+    const row = await pushRow(url, id);
+    expect(row).toMatchObject({ status: 'failed', attempts: 1, last_error: 'timeout', lease_owner: null });
+    expect(new Date(row.next_attempt_at).getTime()).toBeGreaterThan(Date.now() + 10_000);
+    expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId] ?? 0).toBe(0);
+  });
+
+  it('does not settle a push whose lease another replica took over meanwhile', async () => {
+    const { url, handle } = await database();
+    const { org, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Taken Over Co');
+    const [kept, taken] = await queueMany(handle, org.id, 'lease', 2);
+    const client = new pg.Client(url);
+    await client.connect();
+    try {
+      // Our lease on `taken` expires while Xero answers, and replica-b claims it.
+      const { xero } = recordingClient(async (key) => {
+        if (key === taken)
+          await client.query(
+            `UPDATE invoice_pushes SET lease_owner = 'replica-b', attempts = attempts + 1 WHERE id = $1`,
+            [key],
+          );
+      });
+      expect(await pushDueInvoices(handle.db, deps({ xero }))).toMatchObject({ claimed: 2, pushed: 2 });
+    } finally {
+      await client.end();
+    }
+    expect(await pushRow(url, kept as string)).toMatchObject({ status: 'pushed', lease_owner: null });
+    // Left to replica-b, which will get Xero's replay of the same invoice under the same key.
+    expect(await pushRow(url, taken as string)).toMatchObject({
+      status: 'queued',
+      lease_owner: 'replica-b',
+      xero_invoice_id: null,
+    });
+    expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(2);
+  });
+});
