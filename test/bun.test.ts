@@ -113,4 +113,27 @@ describe('Bun entry', () => {
       server.kill('SIGKILL');
     }
   });
+  it("answers a request that takes longer than Bun's default 10 s idle timeout", async () => {
+    const url = await freshDatabase(cluster);
+    const server = await spawnBun({ DATABASE_URL: url, PROBE_TIMEOUT_MS: '20000' });
+    const locker = new pg.Client(url);
+    try {
+      await server.waitForReady();
+      // A probe held by the heartbeat row's lock: legitimate, bounded by PROBE_TIMEOUT_MS, and slow.
+      await locker.connect();
+      await locker.query('BEGIN');
+      await locker.query('SELECT * FROM health_heartbeat FOR UPDATE');
+      const slow = readyz(server);
+      slow.catch(() => {}); // awaited below
+      await new Promise((r) => setTimeout(r, 11_000));
+      await locker.query('COMMIT');
+      expect(await slow).toEqual({
+        status: 200,
+        body: { status: 'ok', checks: { boot: 'ok', database: 'ok' } },
+      });
+    } finally {
+      await locker.end().catch(() => {});
+      server.kill('SIGKILL');
+    }
+  }, 30_000);
 });
