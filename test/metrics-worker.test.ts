@@ -59,10 +59,14 @@ describe('observability on Workers', () => {
     });
 
     const live = await mf.dispatchFetch('http://worker/livez', { headers: { 'x-request-id': 'edge-req-1' } });
-    expect(live.headers.get('x-request-id')).toBe('edge-req-1');
-    const ready = await mf.dispatchFetch('http://worker/readyz');
+    expect(live.status).toBe(200);
+    expect(live.headers.get('x-request-id')).toBeNull();
+    const ready = await mf.dispatchFetch('http://worker/readyz', {
+      headers: { 'x-request-id': 'edge-req-2' },
+    });
     expect(ready.status).toBe(200);
-    expect(ready.headers.get('x-request-id')).toMatch(UUID);
+    expect(ready.headers.get('x-request-id')).toBe('edge-req-2');
+    expect((await mf.dispatchFetch('http://worker/readyz')).headers.get('x-request-id')).toMatch(UUID);
 
     expect((await mf.dispatchFetch('http://worker/metrics')).status).toBe(401);
     const res = await mf.dispatchFetch('http://worker/metrics', {

@@ -51,11 +51,15 @@ describe('request ids, error fields and error tracking', () => {
     });
     try {
       await server.waitForReady();
-      const given = await server.get('/livez', { headers: { 'x-request-id': 'edge-7f2a:1' } });
+      const given = await server.get('/readyz', { headers: { 'x-request-id': 'edge-7f2a:1' } });
       expect(given.headers.get('x-request-id')).toBe('edge-7f2a:1');
-      expect((await server.get('/livez')).headers.get('x-request-id')).toMatch(UUID);
+      expect((await server.get('/readyz')).headers.get('x-request-id')).toMatch(UUID);
+      // Liveness touches nothing, not even the request's headers: it gets no id.
+      const live = await server.get('/livez', { headers: { 'x-request-id': 'edge-7f2a:2' } });
+      expect(live.status).toBe(200);
+      expect(live.headers.get('x-request-id')).toBeNull();
       // Not a sane id (spaces, or too long): replaced rather than written into logs.
-      const odd = await server.get('/livez', { headers: { 'x-request-id': 'a b c' } });
+      const odd = await server.get('/readyz', { headers: { 'x-request-id': 'a b c' } });
       expect(odd.headers.get('x-request-id')).toMatch(UUID);
       expect(
         (await server.get('/nowhere', { headers: { 'x-request-id': 'x'.repeat(129) } })).headers.get(

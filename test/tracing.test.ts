@@ -167,7 +167,7 @@ describe('tracing', () => {
     try {
       await server.waitForReady();
       expect(server.logs.some((l) => l.msg === 'boot step failed (advisory, continuing)')).toBe(false);
-      for (let i = 0; i < 5; i++) expect((await server.get('/livez')).status).toBe(200);
+      for (let i = 0; i < 5; i++) expect((await server.get('/readyz')).status).toBe(200);
       expect((await server.get('/readyz')).status).toBe(200);
       const warning = await server.waitForLog((l) => l.msg === 'trace export failed', 15_000);
       expect(warning.level).toBe('warn');

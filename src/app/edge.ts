@@ -5,6 +5,7 @@ import { schemaState } from '../platform/db/migrate.js';
 import { WriteProbe } from '../platform/db/probe.js';
 import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../platform/error-tracking.js';
 import { ReadinessGate } from '../platform/gate.js';
+import { LIVENESS_PATHS } from '../platform/health.js';
 import { createTickRunner } from '../platform/jobs/tick.js';
 import { createLogger, type Logger } from '../platform/log.js';
 import { withLogContext } from '../platform/log-context.js';
@@ -57,7 +58,11 @@ interface Invocation {
 }
 
 const BOOT_RETRY_MS = [1000, 5000, 30_000];
-const LIVENESS = new Set(['/livez', '/health', '/healthz']);
+
+const live = () =>
+  new Response(JSON.stringify({ status: 'ok' }), {
+    headers: { 'content-type': 'application/json', 'cache-control': 'no-store' },
+  });
 
 export function createWorkerHandlers() {
   let isolate: Isolate | undefined;
@@ -151,7 +156,13 @@ export function createWorkerHandlers() {
   };
 
   // Every answer, the Worker's own included, carries the request id its log lines carry.
-  const fetch = (request: Request, bindings: Bindings, ctx: ExecutionContextLike): Promise<Response> => {
+  const fetch = async (
+    request: Request,
+    bindings: Bindings,
+    ctx: ExecutionContextLike,
+  ): Promise<Response> => {
+    // Liveness first, as on Node and Bun: no id, no context, no boot.
+    if (request.method === 'GET' && LIVENESS_PATHS.has(new URL(request.url).pathname)) return live();
     const requestId = requestIdFrom(request.headers);
     return withLogContext({ request_id: requestId }, async () => {
       const response = await serve(request, bindings, ctx);
@@ -166,10 +177,6 @@ export function createWorkerHandlers() {
     ctx: ExecutionContextLike,
   ): Promise<Response> => {
     const path = new URL(request.url).pathname;
-    const live = new Response(JSON.stringify({ status: 'ok' }), {
-      headers: { 'content-type': 'application/json', 'cache-control': 'no-store' },
-    });
-    if (LIVENESS.has(path) && request.method === 'GET') return live;
     const iso = await boot(bindings);
     if (!iso) {
       if (path === '/readyz') {

@@ -7,6 +7,9 @@ export interface HealthOptions {
   probe: { check(): Promise<ProbeResult>; readonly last: ProbeResult | undefined };
 }
 
+/** Liveness: answered without touching anything (no database, no log context, no span). */
+export const LIVENESS_PATHS: ReadonlySet<string> = new Set(['/livez', '/health', '/healthz']);
+
 const LIVE = JSON.stringify({ status: 'ok' });
 const noStore = { 'cache-control': 'no-store' };
 
@@ -15,9 +18,7 @@ export function healthRoutes({ gate, probe }: HealthOptions): Hono {
 
   // Liveness touches nothing: a database outage must never make the orchestrator kill the process.
   const live = () => new Response(LIVE, { headers: { 'content-type': 'application/json', ...noStore } });
-  routes.get('/livez', live);
-  routes.get('/health', live);
-  routes.get('/healthz', live);
+  for (const path of LIVENESS_PATHS) routes.get(path, live);
 
   // Readiness is the gate AND a fresh write probe; a read-only database is not ready.
   routes.get('/readyz', async (c) => {
