@@ -40,6 +40,8 @@ import { cpuSeconds, machineBusySeconds } from './support/cpu.js';
 import { type QueueChild, spawnQueueChild } from './support/queue-child.js';
 import { clusterCpuSeconds } from './support/queue-cpu.js';
 import { startWatchdog } from './support/queue-watchdog.js';
+import { progress, table } from './support/report.js';
+import { median, round1, round2, round3 } from './support/stats.js';
 
 function intEnv(name: string, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
   const raw = process.env[name];
@@ -84,20 +86,7 @@ const TARGET = { vsPgBoss: 1.0, duplicates: 0 } as const;
 // A run during which other processes kept more than this many cores busy was disturbed.
 const NOISY_CORES = 0.5;
 
-const progress = (msg: string) => console.error(`# ${msg}`);
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
-const round1 = (n: number) => Math.round(n * 10) / 10;
-const round2 = (n: number) => Math.round(n * 100) / 100;
-const round3 = (n: number) => Math.round(n * 1000) / 1000;
-
-function median(values: readonly number[]): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1
-    ? (sorted[mid] as number)
-    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
-}
 
 // Cleans up after a run killed outright (no exit hook): see bench/support/queue-watchdog.ts.
 const watchdog = startWatchdog();
@@ -606,18 +595,6 @@ async function pgBossRun(bench: Bench, workers: QueueChild[], variant: BossVaria
 }
 
 // --- report ------------------------------------------------------------------------------------------
-
-function table(rows: readonly (readonly string[])[]): string {
-  const widths = rows[0]?.map((_, col) => Math.max(...rows.map((r) => (r[col] ?? '').length))) ?? [];
-  return rows
-    .map((r) =>
-      r
-        .map((cell, col) => cell.padEnd(widths[col] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
-}
 
 async function main(): Promise<void> {
   const wallStart = performance.now();
