@@ -181,7 +181,8 @@ async function main(): Promise<void> {
     `writing and probing; T0 after ${WARMUP_MS} ms: every connection leads to the read-only standby; ` +
       `T1 = T0 + ${PINNED_MS} ms: new connections reach the primary, pooled ones stay on the standby`,
   );
-  // This process runs the fault proxy and every client: its own stalls delay what it measures.
+  // This process runs every client (the fault proxy has a thread of its own): its stalls delay what
+  // it measures.
   const lag = monitorEventLoopDelay({ resolution: 10 });
   lag.enable();
   const pinnedAtT1: Record<string, number> = {};
@@ -311,7 +312,7 @@ async function main(): Promise<void> {
     ]),
   );
   console.log(
-    `(this process, which runs the fault proxy and the clients, saw event-loop stalls of up to ${benchLag.max_ms} ms ` +
+    `(this process, which runs the clients (the fault proxy has a thread of its own), saw event-loop stalls of up to ${benchLag.max_ms} ms ` +
       `(p99 ${benchLag.p99_ms} ms); 1-min load average ${loadBefore.toFixed(1)} at start)`,
   );
   const missed = missedChecks(checks);
