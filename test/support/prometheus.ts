@@ -5,7 +5,10 @@ import parsePrometheusTextFormat, { type PrometheusFamily } from 'parse-promethe
 const NAME = '[a-zA-Z_:][a-zA-Z0-9_:]*';
 const LABEL_VALUE = '"(?:[^"\\\\\\n]|\\\\[\\\\"n])*"';
 const LABELS = `\\{(?:[a-zA-Z_][a-zA-Z0-9_]*=${LABEL_VALUE}(?:,[a-zA-Z_][a-zA-Z0-9_]*=${LABEL_VALUE})*,?)?\\}`;
-const VALUE = '(?:[-+]?(?:\\d+\\.?\\d*(?:[eE][-+]?\\d+)?|\\.\\d+(?:[eE][-+]?\\d+)?)|[-+]?Inf|NaN)';
+// Prometheus reads values with Go's ParseFloat, where NaN and Inf are case-insensitive; prom-client
+// writes "Nan" for the event-loop-lag mean before its monitor has a sample.
+const VALUE =
+  '(?:[-+]?(?:\\d+\\.?\\d*(?:[eE][-+]?\\d+)?|\\.\\d+(?:[eE][-+]?\\d+)?)|[-+]?[Ii][Nn][Ff]|[Nn][Aa][Nn])';
 const SAMPLE = new RegExp(`^(${NAME})(${LABELS})? ${VALUE}(?: -?\\d+)?$`);
 const HELP = new RegExp(`^# HELP (${NAME})(?: .*)?$`);
 const TYPE = new RegExp(`^# TYPE (${NAME}) (counter|gauge|histogram|summary|untyped)$`);
