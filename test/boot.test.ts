@@ -60,6 +60,12 @@ describe('boot contract', () => {
       const res = await server.get('/readyz');
       expect(res.status).toBe(200);
       expect(await res.json()).toEqual({ status: 'ok', checks: { boot: 'ok', database: 'ok' } });
+      // The first line names the runtime: the one that runs the tests, since spawnServer uses it.
+      expect(server.logs[0]).toMatchObject({
+        msg: 'starting',
+        runtime: 'node',
+        version: process.versions.node,
+      });
       expect(await server.stop()).toBe(0);
     } finally {
       await holder.end();

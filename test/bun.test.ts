@@ -20,6 +20,13 @@ afterAll(async () => {
   await cluster?.remove();
 });
 
+const pkgBunVersion = () =>
+  (
+    JSON.parse(readFileSync(resolve(repoRoot, 'package.json'), 'utf8')) as {
+      devDependencies: { bun: string };
+    }
+  ).devDependencies.bun;
+
 const spawnBun = (env: Record<string, string>) => spawnServer({ command: bun, args: [entry], env });
 
 async function readyz(server: ServerProcess) {
@@ -56,6 +63,7 @@ describe('Bun entry', () => {
         'open gate',
       ]);
       expect(server.logs.find((l) => l.msg === 'listening')?.port).toBe(server.port);
+      expect(server.logs[0]).toMatchObject({ msg: 'starting', runtime: 'bun', version: pkgBunVersion() });
 
       const live = await server.get('/livez');
       expect(live.status).toBe(200);

@@ -132,13 +132,17 @@ describe('Dockerfile', () => {
     ),
   );
 
-  it('builds in one stage and runs in another, both on Node 20', () => {
+  it('builds in one stage and runs in another, both on Node 24', () => {
     expect(stages.length).toBeGreaterThanOrEqual(2);
-    for (const stage of stages) expect(stage[0]).toMatch(/^FROM node:20-bookworm-slim\b/);
-    expect(instruction(build, 'RUN')).toEqual(expect.arrayContaining([expect.stringMatching(/^npm ci\b/)]));
-    expect(instruction(build, 'RUN')).toContain('npm run build');
+    for (const stage of stages) expect(stage[0]).toMatch(/^FROM node:24-bookworm-slim\b/);
+    const runs = instruction(build, 'RUN');
+    expect(runs).toEqual(expect.arrayContaining([expect.stringMatching(/^npm ci\b/)]));
+    // `npm ci --ignore-scripts` leaves the `node` package's bin dangling, and `npm run` would put it
+    // first on PATH: the build calls the image's Node itself, with what `npm run build` runs.
     const pkg = JSON.parse(read('package.json')) as { scripts: Record<string, string> };
     expect(pkg.scripts.build).toBe('node tools/build.mjs');
+    expect(runs).toContain(pkg.scripts.build);
+    expect(runs.some((r) => r.startsWith('npm run'))).toBe(false);
     // The build stage has what tools/build.mjs reads.
     const copied = instruction(build, 'COPY').join('\n');
     for (const needed of ['package-lock.json', 'tools', 'src', 'tsconfig.json'])
@@ -183,10 +187,13 @@ describe('wrangler.toml', () => {
     vars?: Record<string, string>;
   };
 
-  it('points at the Worker entry, on the compatibility date workerd here accepts', () => {
+  it('points at the Worker entry, on the newest compatibility date the installed workerd accepts', () => {
     expect(wrangler.main).toBe('src/runtime/worker.ts');
     expect(existsSync(resolve(repoRoot, wrangler.main ?? ''))).toBe(true);
-    expect(wrangler.compatibility_date).toBe('2026-04-26');
+    // workerd's version is 1.YYYYMMDD.n: the date is the newest compatibility date it knows for sure.
+    const workerd = (JSON.parse(read('node_modules/workerd/package.json')) as { version: string }).version;
+    const date = /^1\.(\d{4})(\d{2})(\d{2})\./.exec(workerd)?.slice(1).join('-');
+    expect(wrangler.compatibility_date).toBe(date);
     expect(wrangler.compatibility_flags).toContain('nodejs_compat');
   });
 

@@ -1,9 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
 import pg from 'pg';
+import { parse } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
@@ -24,6 +25,10 @@ import { until } from './support/until.js';
 // real Postgres through the local Neon proxy, and the Xero sandbox.
 
 type NeonProxy = Awaited<ReturnType<typeof startNeonProxy>>;
+const wrangler = parse(readFileSync(join(repoRoot, 'wrangler.toml'), 'utf8')) as {
+  compatibility_date: string;
+  compatibility_flags: string[];
+};
 
 let cluster: Cluster;
 let sandbox: Sandbox;
@@ -54,8 +59,8 @@ function worker(bindings: Record<string, string>, neonProxy: { url: string } = p
     modules: true,
     scriptPath: join(outdir, 'worker.js'),
     modulesRoot: outdir,
-    compatibilityDate: '2026-04-26',
-    compatibilityFlags: ['nodejs_compat'],
+    compatibilityDate: wrangler.compatibility_date,
+    compatibilityFlags: wrangler.compatibility_flags,
     bindings: {
       TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY,
       NEON_LOCAL_PROXY: neonProxy.url,

@@ -1,7 +1,6 @@
 // `npm run db:migrate`: applies the bundled migrations under the advisory lock, over a session
 // (node-postgres, or Neon's WebSocket driver with DATABASE_DRIVER=neon-ws), for deploy pipelines
 // where the runtime cannot migrate at boot (Workers). Never over neon-http: it cannot roll back.
-import { WebSocket } from 'ws';
 import { migrations } from '../src/app/migrations.gen.js';
 import { loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
@@ -13,7 +12,7 @@ const config = loadConfig({
   DATABASE_DRIVER: process.env.DATABASE_DRIVER === 'neon-http' ? 'neon-ws' : process.env.DATABASE_DRIVER,
 });
 const log = createLogger(config.logLevel);
-const driver = createDriver(config, log, { webSocket: WebSocket });
+const driver = createDriver(config, log);
 await driver.ready();
 const pool = driver.createPool('app');
 try {

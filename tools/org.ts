@@ -2,7 +2,6 @@
 // `npm run org:remove -- --id <uuid>`. Uses the same DATABASE_URL (and migrations) as the server;
 // running servers pick the change up within REGISTRY_REFRESH_MS.
 import { parseArgs } from 'node:util';
-import { WebSocket } from 'ws';
 import { migrations } from '../src/app/migrations.gen.js';
 import { createOrganization, removeOrganization } from '../src/app/organizations.js';
 import { loadConfig } from '../src/platform/config.js';
@@ -24,7 +23,7 @@ if (command === 'remove' && !values.id) fail('usage: npm run org:remove -- --id 
 if (command !== 'create' && command !== 'remove') fail('usage: tools/org.ts create|remove ...');
 
 const config = loadConfig(process.env);
-const driver = createDriver(config, log, { webSocket: WebSocket });
+const driver = createDriver(config, log);
 await driver.ready();
 const pool = driver.createPool('app');
 try {

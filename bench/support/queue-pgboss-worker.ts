@@ -7,7 +7,7 @@
 //           `boss.complete(queue, ids)`, until a fetch comes back empty. The same two statements
 //           `work` runs per poll (its fetch and its batch complete), minus the sleep between polls:
 //           the loop our no-op worker runs, so neither side idles.
-import PgBoss from 'pg-boss';
+import { PgBoss, type WorkOptions } from 'pg-boss';
 import { childConfig, fromParent, report, serve } from './queue-child.js';
 
 interface Config {
@@ -53,7 +53,7 @@ await serve(
       await fromParent('stop');
       return { ...r, errors: stats.errors - errorsBefore };
     }
-    const options: PgBoss.WorkOptions = {};
+    const options: WorkOptions = {};
     if (typeof go.batchSize === 'number') options.batchSize = go.batchSize;
     if (typeof go.pollingIntervalSeconds === 'number')
       options.pollingIntervalSeconds = go.pollingIntervalSeconds;
@@ -68,5 +68,5 @@ await serve(
     await boss.offWork(queue);
     return { handled, fetches, errors: stats.errors - errorsBefore };
   },
-  ({ boss }) => boss.stop({ graceful: true, wait: true, timeout: 5000 }),
+  ({ boss }) => boss.stop({ graceful: true, timeout: 5000 }),
 );

@@ -45,12 +45,13 @@ export interface Listener {
 export type Listen = (fetch: FetchHandler, port: number, host: string) => Promise<Listener>;
 
 export interface ServerRuntime {
+  /** Which runtime runs the server and its version ('node', '24.21.0'): the first line of every boot. */
+  name: string;
+  version: string;
   env: Record<string, string | undefined>;
   listen: Listen;
   instanceId: string;
   exit(code: number): void;
-  /** For the Neon WebSocket driver where the runtime has no global WebSocket (Node 20). */
-  webSocket?: unknown;
   /** Routes SIGTERM/SIGINT to the handler; called before boot so no signal finds the default handler. */
   onSignal(handler: (signal: string) => void): void;
 }
@@ -60,6 +61,8 @@ export interface ServerRuntime {
  * hard failure it logs, reports, cleans up and exits 1 before ever listening.
  */
 export async function startServer(runtime: ServerRuntime): Promise<void> {
+  // Before the configuration is read, so even a boot that fails on it says what it ran on.
+  createLogger().info('starting', { runtime: runtime.name, version: runtime.version, pid: process.pid });
   let config: Config;
   let appConfig: AppConfig;
   try {
@@ -82,7 +85,7 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
   const gate = new ReadinessGate();
   const registry = new Registry();
   let errors: ErrorTracker = disabledErrorTracker;
-  const driver = createDriver(config, log, { webSocket: runtime.webSocket });
+  const driver = createDriver(config, log);
   const database = new DatabaseHandle(driver, 'app', log, telemetry);
   const probeDatabase = new DatabaseHandle(driver, 'probe', log, telemetry);
   const probe = new WriteProbe({

@@ -24,8 +24,9 @@ hot.honestHealthBun = {
     }),
 };
 
-// Bun has a global WebSocket, so the Neon WebSocket driver needs none passed in.
 await startServer({
+  name: 'bun',
+  version: process.versions.bun ?? 'unknown',
   env: process.env,
   listen: listenBun,
   instanceId: process.env.FLY_MACHINE_ID ?? hostname(),

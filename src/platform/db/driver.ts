@@ -1,20 +1,13 @@
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
-import { createNeonDriver, type NeonEnvironment } from './drivers/neon.js';
+import { createNeonDriver } from './drivers/neon.js';
 import { createPgDriver } from './drivers/pg.js';
 import { createPgliteDriver } from './drivers/pglite.js';
 import type { DatabaseDriver } from './types.js';
 
-/** What a runtime supplies to the drivers (Node 20: a WebSocket constructor for Neon). */
-export type DriverEnvironment = NeonEnvironment;
-
 // Each driver imports its modules in ready(): loading every driver (PGlite's WASM glue, two Postgres
 // clients, several Drizzle dialects) would cost a few hundred milliseconds of boot for nothing.
-export function createDriver(
-  config: Config,
-  log: Logger,
-  environment: DriverEnvironment = {},
-): DatabaseDriver {
+export function createDriver(config: Config, log: Logger): DatabaseDriver {
   const { database } = config;
   if (database.driver === 'pglite') return createPgliteDriver({ dataDir: database.dataDir });
   if (database.driver === 'pg') {
@@ -27,5 +20,5 @@ export function createDriver(
     });
   }
 
-  return createNeonDriver(config, database, log, environment);
+  return createNeonDriver(config, database, log);
 }

@@ -2,8 +2,8 @@ import type { Env } from '../config.js';
 
 // Observability settings. Read without validation on purpose: telemetry is an advisory boot step, so a
 // malformed exporter URL is a warning from that step (otel.ts), never a configuration error that stops
-// the process. The SDK reads the other standard OTEL_* variables (sampler, batch sizes, exporter
-// headers, timeout, compression) itself.
+// the process. The exporter reads its own standard OTEL_* variables (headers, timeout, compression);
+// otel.ts reads the sampler and batch ones, which SDK 3 no longer does.
 
 export interface TelemetryConfig {
   /** OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. */

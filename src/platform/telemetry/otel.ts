@@ -7,10 +7,24 @@ import {
   trace,
 } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { loggingErrorHandler, setGlobalErrorHandler, W3CTraceContextPropagator } from '@opentelemetry/core';
+import {
+  getNumberFromEnv,
+  getStringFromEnv,
+  loggingErrorHandler,
+  setGlobalErrorHandler,
+  W3CTraceContextPropagator,
+} from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  type Sampler,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+} from '@opentelemetry/sdk-trace';
 import { errorCode } from '../error-chain.js';
 import { type Logger, sqlstateOf } from '../log.js';
 import { withTimeout } from '../timeout.js';
@@ -49,13 +63,13 @@ export function startOtelTracing(options: OtelTracingOptions): Tracing {
   // Headers (OTEL_EXPORTER_OTLP_HEADERS: credentials), timeout and compression come from the
   // standard variables, which the exporter reads itself.
   const exporter = new OTLPTraceExporter({ url });
-  const provider = new BasicTracerProvider({
+  const provider = new TracerProvider({
     resource: resourceFromAttributes({
       'service.name': options.serviceName,
       'service.instance.id': options.instanceId,
     }),
-    // Batch size, queue size and delay: the OTEL_BSP_* variables, else the SDK's defaults.
-    spanProcessors: [new BatchSpanProcessor(exporter)],
+    sampler: samplerFromEnv(),
+    spanProcessors: [new BatchSpanProcessor({ exporter, ...batchOptionsFromEnv() })],
   });
   const contexts = new AsyncLocalStorageContextManager().enable();
   const propagator = new W3CTraceContextPropagator();
@@ -130,6 +144,35 @@ function markFailed(span: OtelSpan, err: unknown): void {
   const sqlstate = sqlstateOf(err);
   const type = sqlstate ?? errorCode(err) ?? (err instanceof Error ? err.name : typeof err);
   span.setAttributes({ 'error.type': type, ...(sqlstate ? { 'db.response.status_code': sqlstate } : {}) });
+}
+
+// SDK 3 no longer reads the sampler and batch variables itself ("SDK 3.x removed environment-based
+// tracer configuration", its migration guide); the exporter still reads its own. We keep honouring the
+// standard names, as documented in the OpenTelemetry environment variable specification.
+function batchOptionsFromEnv() {
+  const options = {
+    scheduledDelayMillis: getNumberFromEnv('OTEL_BSP_SCHEDULE_DELAY'),
+    exportTimeoutMillis: getNumberFromEnv('OTEL_BSP_EXPORT_TIMEOUT'),
+    maxQueueSize: getNumberFromEnv('OTEL_BSP_MAX_QUEUE_SIZE'),
+    maxExportBatchSize: getNumberFromEnv('OTEL_BSP_MAX_EXPORT_BATCH_SIZE'),
+  };
+  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined && v >= 0));
+}
+
+function samplerFromEnv(): Sampler {
+  const name = getStringFromEnv('OTEL_TRACES_SAMPLER') ?? 'parentbased_always_on';
+  const ratio = () => new TraceIdRatioBasedSampler(getNumberFromEnv('OTEL_TRACES_SAMPLER_ARG') ?? 1);
+  const samplers: Record<string, () => Sampler> = {
+    always_on: () => new AlwaysOnSampler(),
+    always_off: () => new AlwaysOffSampler(),
+    traceidratio: ratio,
+    parentbased_always_on: () => new ParentBasedSampler({ root: new AlwaysOnSampler() }),
+    parentbased_always_off: () => new ParentBasedSampler({ root: new AlwaysOffSampler() }),
+    parentbased_traceidratio: () => new ParentBasedSampler({ root: ratio() }),
+  };
+  const make = samplers[name];
+  if (!make) throw new Error(`OTEL_TRACES_SAMPLER is not one of ${Object.keys(samplers).join(', ')}`);
+  return make();
 }
 
 // The endpoint can carry credentials: the error says what is wrong without repeating it.

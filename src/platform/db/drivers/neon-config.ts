@@ -3,14 +3,13 @@ import { neonConfig } from '@neondatabase/serverless';
 export interface NeonSettings {
   /** The local Neon proxy (tools/neon-proxy) for development and tests, e.g. http://127.0.0.1:4444. */
   localProxy?: string;
-  /** Node 20 has no global WebSocket: its runtime entry passes the `ws` package's. */
-  webSocket?: unknown;
 }
 
 // neonConfig is global to the driver module; one process talks to one database, so the driver
 // factory sets it once rather than per pool.
-export function configureNeon({ localProxy, webSocket }: NeonSettings): void {
-  if (webSocket) neonConfig.webSocketConstructor = webSocket as typeof neonConfig.webSocketConstructor;
+// Every runtime we support (Node 22+, Bun, workerd) has a global WebSocket, which the driver uses
+// when no constructor is configured.
+export function configureNeon({ localProxy }: NeonSettings): void {
   if (!localProxy) return;
   const proxy = new URL(localProxy);
   neonConfig.fetchEndpoint = `${proxy.origin}/sql`;

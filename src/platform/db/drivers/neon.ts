@@ -2,11 +2,6 @@ import type { Config, NetworkDriver } from '../../config.js';
 import type { Logger } from '../../log.js';
 import type { DatabaseDriver, SqlSession } from '../types.js';
 
-export interface NeonEnvironment {
-  /** A WebSocket constructor where the runtime has no global one (Node 20). */
-  webSocket?: unknown;
-}
-
 /**
  * The Neon drivers: the app pool over WebSockets (neon-ws) or HTTP (neon-http), the probe always
  * over HTTP. Its modules load in ready(), and it imports nothing else, so a Worker bundle that uses
@@ -16,7 +11,6 @@ export function createNeonDriver(
   config: Config,
   database: { driver: NetworkDriver; url: string; neonLocalProxy?: string },
   log: Logger,
-  environment: NeonEnvironment = {},
 ): DatabaseDriver {
   const { url, driver } = database;
   type NeonModules = [
@@ -38,7 +32,7 @@ export function createNeonDriver(
         import('./neon-http.js'),
         import('./neon-ws.js'),
       ]);
-      neon[0].configureNeon({ localProxy: database.neonLocalProxy, webSocket: environment.webSocket });
+      neon[0].configureNeon({ localProxy: database.neonLocalProxy });
     },
     createPool(role) {
       const [, { createNeonHttpPool }, { createNeonWsPool }] = loaded();
