@@ -71,8 +71,9 @@ describe('runTick', () => {
     expect(handle.generation).toBe(generation + 1);
   });
 
-  it('logs `tick crashed` and reports when the retry fails too', async () => {
+  it('logs `tick crashed` as a warning, unreported, when the retry meets the failover too', async () => {
     const runTick = createTickRunner(handle, log, errors);
+    const reported = captured.length;
     let calls = 0;
     const failing = runTick('always-poisoned', async (db) => {
       calls += 1;
@@ -80,8 +81,23 @@ describe('runTick', () => {
     });
     await expect(failing).rejects.toBeInstanceOf(DatabaseUnavailableError);
     expect(calls).toBe(2);
-    expect(lines.some((l) => l.msg === 'tick crashed' && l.tick === 'always-poisoned')).toBe(true);
-    expect(captured.at(-1)?.context?.tick).toBe('always-poisoned');
+    // A routine failover (issue 15, point 7): a warning naming the reason, not an error report.
+    const crashed = lines.filter((l) => l.msg === 'tick crashed' && l.tick === 'always-poisoned');
+    expect(crashed).toHaveLength(1);
+    expect(crashed[0]).toMatchObject({ level: 'warn', database_unavailable: '25006' });
+    expect(captured).toHaveLength(reported);
+  });
+
+  it('logs `tick crashed` as an error and reports any other failure', async () => {
+    const runTick = createTickRunner(handle, log, errors);
+    const failing = runTick('buggy', async () => {
+      throw new Error('a bug');
+    });
+    await expect(failing).rejects.toThrow('a bug');
+    expect(lines.find((l) => l.msg === 'tick crashed' && l.tick === 'buggy')).toMatchObject({
+      level: 'error',
+    });
+    expect(captured.at(-1)?.context?.tick).toBe('buggy');
   });
 
   it('does not retry an error that is not poison', async () => {

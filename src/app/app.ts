@@ -74,7 +74,8 @@ export function createApp(deps: AppDeps): Hono {
       if (reason !== undefined && !(err instanceof DatabaseUnavailableError)) {
         void database.dispose(`poison in request: ${reason}`);
       }
-      log.warn('request failed: database unavailable', {
+      // Info: the failover episode is the warning, once (platform/db/episode.ts); this is one of many.
+      log.info('request failed: database unavailable', {
         method: c.req.method,
         path: c.req.path,
         reason: reason ?? 'pool exhausted',

@@ -1,5 +1,6 @@
 import { type Config, type Env, loadAll, loadConfig } from '../platform/config.js';
 import { createNeonDriver } from '../platform/db/drivers/neon.js';
+import { FailoverEpisodes } from '../platform/db/episode.js';
 import { DatabaseHandle } from '../platform/db/handle.js';
 import { schemaState } from '../platform/db/migrate.js';
 import { WriteProbe } from '../platform/db/probe.js';
@@ -49,6 +50,7 @@ interface Isolate {
   xero: XeroClient;
   errors: ErrorTracker;
   telemetry: TelemetryConfig;
+  episodes: FailoverEpisodes;
 }
 
 interface Invocation {
@@ -78,8 +80,9 @@ export function createWorkerHandlers() {
     if (!('url' in database)) throw new Error('DATABASE_URL is required on Workers');
     const driver = createNeonDriver(iso.config, database, iso.log);
     await driver.ready();
-    const app = new DatabaseHandle(driver, 'app', iso.log);
-    const probe = new DatabaseHandle(driver, 'probe', iso.log);
+    // Handles live per request, the failover episode per isolate: it damps and counts across requests.
+    const app = new DatabaseHandle(driver, 'app', iso.log, noTelemetry, iso.episodes);
+    const probe = new DatabaseHandle(driver, 'probe', iso.log, noTelemetry, iso.episodes);
     return {
       database: app,
       probeDatabase: probe,
@@ -122,6 +125,7 @@ export function createWorkerHandlers() {
         box: await createSecretBox(appConfig.tokenEncryptionKey),
         xero: createXeroClient(appConfig.xero),
         errors,
+        episodes: new FailoverEpisodes(log),
       };
       const inv = await invocation(candidate);
       try {

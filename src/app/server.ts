@@ -2,6 +2,7 @@ import type { BootStep } from '../platform/boot.js';
 import { BootFailure, runBoot } from '../platform/boot.js';
 import { type Config, ConfigError, loadAll, loadConfig } from '../platform/config.js';
 import { createDriver } from '../platform/db/driver.js';
+import { FailoverEpisodes } from '../platform/db/episode.js';
 import { DatabaseHandle } from '../platform/db/handle.js';
 import { migrate } from '../platform/db/migrate.js';
 import { withPoisonRetry } from '../platform/db/poison-retry.js';
@@ -86,8 +87,10 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
   const registry = new Registry();
   let errors: ErrorTracker = disabledErrorTracker;
   const driver = createDriver(config, log);
-  const database = new DatabaseHandle(driver, 'app', log, telemetry);
-  const probeDatabase = new DatabaseHandle(driver, 'probe', log, telemetry);
+  // One failover episode for both pools: one warning and one summary, however many see it.
+  const episodes = new FailoverEpisodes(log);
+  const database = new DatabaseHandle(driver, 'app', log, telemetry, episodes);
+  const probeDatabase = new DatabaseHandle(driver, 'probe', log, telemetry, episodes);
   const probe = new WriteProbe({
     probe: probeDatabase,
     app: database,
@@ -206,6 +209,7 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
   ];
 
   const closeDatabase = async () => {
+    episodes.close();
     await Promise.allSettled([database.close(), probeDatabase.close()]);
     await driver.close();
   };

@@ -35,7 +35,12 @@ export function healthRoutes({ gate, probe }: HealthOptions): Hono {
     if (c.req.query('verbose') !== undefined) {
       body.details = {
         boot: { state: boot },
-        database: { latency_ms: database.latencyMs, ...(database.reason ? { reason: database.reason } : {}) },
+        database: {
+          latency_ms: database.latencyMs,
+          ...(database.reason ? { reason: database.reason } : {}),
+          // Read in the probe's own round trip: whether a 202 survives a failover (docs/durability.md).
+          ...(database.replication ? { replication: database.replication } : {}),
+        },
       };
     }
     return c.json(body, ready ? 200 : 503, noStore);

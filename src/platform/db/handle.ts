@@ -1,13 +1,16 @@
 import type { Logger } from '../log.js';
 import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
+import { FailoverEpisodes } from './episode.js';
 import type { Database, DatabaseDriver, DatabasePool, PoolRole, PoolStats } from './types.js';
 
 /**
  * A lazily built pool that can be thrown away. Callers ask for `pool` or `db` on every use and
  * never keep one across a dispose(): the next use after a dispose builds a fresh pool.
+ * Handles to one database share a FailoverEpisodes, which damps disposals during a failover.
  */
 export class DatabaseHandle {
   #pool: DatabasePool | undefined;
+  #builtAt = 0;
   #generation = 0;
   #disposals = 0;
   #closed = false;
@@ -17,6 +20,7 @@ export class DatabaseHandle {
     readonly role: PoolRole,
     private readonly log: Logger,
     private readonly telemetry: Telemetry = noTelemetry,
+    readonly episodes: FailoverEpisodes = new FailoverEpisodes(log),
   ) {}
 
   get generation(): number {
@@ -30,7 +34,10 @@ export class DatabaseHandle {
   get pool(): DatabasePool {
     // After shutdown closed the handle, a late caller must fail rather than open a pool nobody ends.
     if (this.#closed) throw new Error(`${this.role} database handle is closed`);
-    this.#pool ??= this.#observe(this.driver.createPool(this.role));
+    if (this.#pool === undefined) {
+      this.#pool = this.#observe(this.driver.createPool(this.role));
+      this.#builtAt = this.episodes.now();
+    }
     return this.#pool;
   }
 
@@ -44,15 +51,27 @@ export class DatabaseHandle {
 
   /**
    * Ends the current pool; the next use builds a new one. Pass the generation you observed so that
-   * many callers failing on the same pool cause one rebuild, not a stampede.
+   * many callers failing on the same pool cause one rebuild, not a stampede. During a failover
+   * episode a pool built since it began is kept until it is old enough (episode.ts): the call then
+   * returns without a rebuild, and the pool sheds its failing connections on its own.
    */
   async dispose(reason: string, observedGeneration = this.#generation): Promise<void> {
     if (observedGeneration !== this.#generation) return;
     const old = this.#pool;
+    if (old !== undefined && this.episodes.decide(this.role, this.#builtAt) === 'damp') {
+      this.log.debug('database pool disposal damped', {
+        role: this.role,
+        reason,
+        generation: this.#generation,
+      });
+      this.telemetry.metrics.disposalDamped(this.role);
+      return;
+    }
     this.#pool = undefined;
     this.#generation += 1;
     this.#disposals += 1;
-    this.log.warn('database pool disposed', { role: this.role, reason, generation: this.#generation });
+    // Info, not warn: the episode's start and summary are the warnings (episode.ts).
+    this.log.info('database pool disposed', { role: this.role, reason, generation: this.#generation });
     this.telemetry.metrics.disposal(this.role, reason);
     // Queries in flight on the old pool finish or fail on their own; ending waits for them.
     await old?.end().catch((err: unknown) => this.log.warn('disposed pool did not end cleanly', { err }));

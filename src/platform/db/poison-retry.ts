@@ -40,7 +40,9 @@ export async function withPoisonRetry<T>(
     } catch (err) {
       const reason = poisonReason(err);
       if (reason === undefined) throw err;
-      options.log.warn('database pool poisoned', { source: options.source, reason, retrying: !final });
+      // The failover episode warns once and counts; each poisoned call is only an info line.
+      handle.episodes.sign('poison', reason, options.source);
+      options.log.info('database pool poisoned', { source: options.source, reason, retrying: !final });
       // The swap is synchronous; ending the old pool waits for its queries, so it is not awaited.
       void handle.dispose(`poison in ${options.source}: ${reason}`, generation);
       if (final) throw new DatabaseUnavailableError(reason, { cause: err });

@@ -1,6 +1,7 @@
 import { errorCode } from '../error-chain.js';
 import type { Logger } from '../log.js';
 import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
+import type { FailoverEpisodes } from './episode.js';
 import type { DatabaseHandle } from './handle.js';
 
 export type DatabaseStatus = 'ok' | 'unreachable' | 'read_only' | 'timeout';
@@ -10,6 +11,16 @@ export interface ProbeResult {
   latencyMs: number;
   /** Short and secret-free: a SQLSTATE, an errno code or a fixed phrase, never a driver message. */
   reason?: string;
+  /** The server's replication settings, read in the same round trip (docs/durability.md). */
+  replication?: ReplicationSettings;
+}
+
+/** When a commit is acknowledged: only with a synchronous standby does it survive a failover. */
+export interface ReplicationSettings {
+  synchronous_commit: string;
+  synchronous_standby_names: string;
+  /** synchronous_commit is on, remote_write or remote_apply and a synchronous standby is named. */
+  commit_waits_for_standby: boolean;
 }
 
 export interface WriteProbeOptions {
@@ -34,6 +45,8 @@ WITH beat AS (
 )
 SELECT pg_is_in_recovery() AS in_recovery,
        current_setting('transaction_read_only') AS read_only,
+       current_setting('synchronous_commit') AS synchronous_commit,
+       current_setting('synchronous_standby_names') AS synchronous_standby_names,
        (SELECT count(*) FROM beat) AS wrote`;
 
 const READ_ONLY_SQLSTATE = '25006';
@@ -41,11 +54,28 @@ const READ_ONLY_SQLSTATE = '25006';
 interface ProbeRow extends Record<string, unknown> {
   in_recovery: boolean;
   read_only: string;
+  synchronous_commit: string;
+  synchronous_standby_names: string;
+}
+
+// https://www.postgresql.org/docs/current/runtime-config-replication.html: with
+// synchronous_standby_names empty, or synchronous_commit local/off, a commit waits for no standby.
+const WAITS_FOR_STANDBY = new Set(['on', 'remote_write', 'remote_apply']);
+
+function replicationOf(row: ProbeRow): ReplicationSettings | undefined {
+  if (typeof row.synchronous_commit !== 'string') return undefined;
+  const names = String(row.synchronous_standby_names ?? '');
+  return {
+    synchronous_commit: row.synchronous_commit,
+    synchronous_standby_names: names,
+    commit_waits_for_standby: WAITS_FOR_STANDBY.has(row.synchronous_commit) && names.trim() !== '',
+  };
 }
 
 export class WriteProbe {
   #inFlight: Promise<ProbeResult> | undefined;
   #last: ProbeResult | undefined;
+  #lastAt = 0;
 
   constructor(private readonly options: WriteProbeOptions) {}
 
@@ -54,12 +84,31 @@ export class WriteProbe {
     return this.#last;
   }
 
+  /** Seconds since the last probe settled; undefined before the first. */
+  get ageSeconds(): number | undefined {
+    return this.#last === undefined ? undefined : (performance.now() - this.#lastAt) / 1000;
+  }
+
+  /**
+   * A result at most `maxAgeMs` old: the last one if it is young enough, else a probe (shared with
+   * any in flight, so a scrape and a /readyz at once still cost one). Bounded by the probe timeout.
+   */
+  fresh(maxAgeMs: number): Promise<ProbeResult> {
+    const age = this.ageSeconds;
+    if (this.#last !== undefined && age !== undefined && age * 1000 <= maxAgeMs && !this.#inFlight) {
+      return Promise.resolve(this.#last);
+    }
+    return this.check();
+  }
+
   /** Concurrent callers share the probe in flight; the next call after it settles runs a new one. */
   check(): Promise<ProbeResult> {
     this.#inFlight ??= this.#run()
       .then((result) => {
         this.#last = result;
+        this.#lastAt = performance.now();
         (this.options.telemetry ?? noTelemetry).metrics.probe(result.status, result.latencyMs / 1000);
+        if (result.status === 'ok') for (const e of this.#episodes()) e.healthy();
         return result;
       })
       .finally(() => {
@@ -87,7 +136,8 @@ export class WriteProbe {
       const row = outcome.rows[0];
       if (row?.in_recovery === true) return this.#readOnly(elapsed(), 'in recovery', generation);
       if (row?.read_only === 'on') return this.#readOnly(elapsed(), 'transaction_read_only', generation);
-      return { status: 'ok', latencyMs: elapsed() };
+      const replication = row ? replicationOf(row) : undefined;
+      return { status: 'ok', latencyMs: elapsed(), ...(replication ? { replication } : {}) };
     } catch (err) {
       const code = errorCode(err);
       if (code === READ_ONLY_SQLSTATE) return this.#readOnly(elapsed(), code, generation);
@@ -97,11 +147,17 @@ export class WriteProbe {
     }
   }
 
+  #episodes(): Set<FailoverEpisodes> {
+    return new Set([this.options.app.episodes, this.options.probe.episodes]);
+  }
+
   // A read-only answer means our connections are pinned to a demoted node: throw both pools away so
-  // the next probe and the next query connect afresh and reach whatever is primary now.
+  // the next probe and the next query connect afresh and reach whatever is primary now. The episode
+  // logs the warning (once) and damps the disposals of pools built since it began (episode.ts).
   #readOnly(latencyMs: number, reason: string, generation: number): ProbeResult {
     const { app, probe, log } = this.options;
-    log.warn('database is read-only; disposing pools', { reason });
+    for (const e of this.#episodes()) e.sign('probe', reason, 'probe');
+    log.debug('database is read-only; disposing pools', { reason });
     // The swap is synchronous; ending the old pools waits for their queries, so it is not awaited here.
     void probe.dispose('probe read_only', generation);
     void app.dispose('probe read_only');

@@ -1,3 +1,4 @@
+import { DatabaseUnavailableError } from '../db/poison-retry.js';
 import type { Logger } from '../log.js';
 import { withFreshLogContext } from '../log-context.js';
 
@@ -66,7 +67,12 @@ export class Scheduler {
       // Lines logged by the run name the loop (ticks add their own name and run id), and only the loop:
       // when a request triggered it, this timer was set inside that request's context.
       const run = withFreshLogContext({ loop: loop.name }, () => loop.run())
-        .catch((err: unknown) => this.log.error('loop run failed', { loop: loop.name, err }))
+        .catch((err: unknown) => {
+          // A failover is routine: the work runs again next interval, and the episode has warned.
+          if (err instanceof DatabaseUnavailableError) {
+            this.log.warn('loop run failed: database unavailable', { loop: loop.name, reason: err.reason });
+          } else this.log.error('loop run failed', { loop: loop.name, err });
+        })
         .finally(() => {
           this.#running.delete(loop.name);
           const again = this.#again.delete(loop.name);

@@ -1,5 +1,5 @@
 import type { DatabaseHandle } from '../db/handle.js';
-import { withPoisonRetry } from '../db/poison-retry.js';
+import { DatabaseUnavailableError, withPoisonRetry } from '../db/poison-retry.js';
 import type { Database } from '../db/types.js';
 import type { ErrorTracker } from '../error-tracking.js';
 import type { Logger } from '../log.js';
@@ -20,7 +20,7 @@ export interface TickRunnerOptions {
 /**
  * runTick(name, fn): runs a scheduled tick. A pool-poisoning error (the failover case) disposes the
  * pool and runs the tick exactly once more on a fresh one; a second failure, or any other error,
- * propagates after being logged as `tick crashed` and reported. The same tick never runs twice at
+ * propagates after being logged as `tick crashed` (a warning, unreported, when it is the failover). The same tick never runs twice at
  * once in this process: a call while it runs is skipped (undefined).
  * Each run is a span (its queries nest under it), is counted by outcome (ok, retried, crashed,
  * skipped) with its duration, and every line it logs carries the tick's name and run id.
@@ -76,8 +76,14 @@ export function createTickRunner(
       );
     } catch (err) {
       telemetry.metrics.tick(name, 'crashed', seconds());
-      tickLog.error('tick crashed', { ms: Math.round(seconds() * 1000), err });
-      errors.capture(err, { tick: name, run_id: runId });
+      if (err instanceof DatabaseUnavailableError) {
+        // The database failed over under the tick twice (the retry too): routine, not a bug. A warning,
+        // not reported to error tracking; the tick runs again at its next interval.
+        tickLog.warn('tick crashed', { ms: Math.round(seconds() * 1000), database_unavailable: err.reason });
+      } else {
+        tickLog.error('tick crashed', { ms: Math.round(seconds() * 1000), err });
+        errors.capture(err, { tick: name, run_id: runId });
+      }
       throw err;
     } finally {
       running.delete(name);

@@ -24,23 +24,31 @@ export function observePools(
   );
 }
 
+/** A scrape reuses a probe result at most this old (one a /readyz just ran), else probes afresh. */
+export const SCRAPE_PROBE_MAX_AGE_MS = 1000;
+
 /**
- * The database as the write probe last saw it: one sample per status (1 for the current one) and the
- * probe's latency. Without a recent probe (always, on Workers) the scrape runs one.
+ * The database as a write probe sees it at scrape time: one sample per status (1 for the current
+ * one), the probe's latency and its age. Each scrape gets a result at most SCRAPE_PROBE_MAX_AGE_MS
+ * old, so a setup that only scrapes never reports a status from before an outage. The probe is the
+ * one /readyz uses: single flight (a scrape and a flood of /readyz share one) and bounded by its
+ * timeout (PROBE_TIMEOUT_MS, 2 s by default, inside Prometheus' default 10 s scrape timeout).
  */
 export function observeDatabase(
   registry: GaugeRegistry,
   probe: {
-    check(): Promise<{ status: ProbeOutcome; latencyMs: number }>;
-    readonly last: { status: ProbeOutcome; latencyMs: number } | undefined;
+    fresh(maxAgeMs: number): Promise<{ status: ProbeOutcome; latencyMs: number }>;
+    readonly ageSeconds: number | undefined;
   },
+  maxAgeMs = SCRAPE_PROBE_MAX_AGE_MS,
 ): void {
-  // check() is single flight and sets `last`: the two gauges of one scrape share one probe.
-  const result = async () => probe.last ?? (await probe.check());
+  // fresh() joins a probe in flight and returns a result that young as it is: the gauges of one
+  // scrape share one probe.
+  const result = () => probe.fresh(maxAgeMs);
   registry.gauge(
     {
       name: 'honest_health_database_status',
-      help: 'Database status from the last write probe: 1 for the current status',
+      help: 'Database status from a write probe at most 1 s old at scrape time: 1 for the current status',
       labelNames: ['status'],
     },
     async () => {
@@ -51,9 +59,20 @@ export function observeDatabase(
   registry.gauge(
     {
       name: 'honest_health_database_probe_latency_seconds',
-      help: 'Latency of the last database write probe',
+      help: 'Latency of the write probe behind honest_health_database_status',
       labelNames: [],
     },
     async () => [{ labels: {}, value: (await result()).latencyMs / 1000 }],
+  );
+  registry.gauge(
+    {
+      name: 'honest_health_database_probe_age_seconds',
+      help: 'Age of the write probe result behind honest_health_database_status',
+      labelNames: [],
+    },
+    async () => {
+      await result();
+      return [{ labels: {}, value: probe.ageSeconds ?? 0 }];
+    },
   );
 }

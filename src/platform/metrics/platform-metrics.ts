@@ -12,7 +12,6 @@ const DISPOSAL_CAUSES = [
   'tick_poison',
   'request_poison',
   'background_poison',
-  'max_lifetime',
   'other',
 ] as const;
 export type DisposalCause = (typeof DISPOSAL_CAUSES)[number];
@@ -25,7 +24,9 @@ export interface PlatformMetrics {
   probe(outcome: ProbeOutcome, seconds: number): void;
   /** A pool thrown away, with the reason given to dispose(); counted by cause. */
   disposal(pool: PoolRole, reason: string): void;
-  /** A freshly built pool: its connections retired at max lifetime are counted too. */
+  /** A disposal asked for during a failover episode but held back: the pool was too young (episode.ts). */
+  disposalDamped(pool: PoolRole): void;
+  /** A freshly built pool: its single connections retired at max lifetime are counted (a metric of their own). */
   observePool(pool: PoolRole, client: unknown): void;
   tick(name: string, outcome: TickOutcome, seconds: number): void;
 }
@@ -34,6 +35,7 @@ export const noMetrics: PlatformMetrics = {
   request() {},
   probe() {},
   disposal() {},
+  disposalDamped() {},
   observePool() {},
   tick() {},
 };
@@ -52,10 +54,14 @@ const FAST = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5
 const SLOW = [0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 
 export function platformMetrics(registry: MetricsRegistry): PlatformMetrics {
+  // `code`, not `status`: the label name of Prometheus' own HTTP instrumentation (client_golang's
+  // promhttp supports the labels "code" and "method"; the server's prometheus_http_requests_total has
+  // `code` and `handler`), so dashboards and alerts written for it work here; `status` here would
+  // also read like honest_health_database_status's label, which means something else.
   const requests = registry.counter({
     name: 'honest_health_http_requests_total',
-    help: 'HTTP requests answered, by method, route template and status',
-    labelNames: ['method', 'route', 'status'],
+    help: 'HTTP requests answered, by method, route template and status code',
+    labelNames: ['method', 'route', 'code'],
   });
   const requestSeconds = registry.histogram({
     name: 'honest_health_http_request_duration_seconds',
@@ -65,7 +71,7 @@ export function platformMetrics(registry: MetricsRegistry): PlatformMetrics {
   });
   const probes = registry.counter({
     name: 'honest_health_readiness_probes_total',
-    help: 'Database write probes run by /readyz, by outcome',
+    help: 'Database write probes (for /readyz and /metrics), by outcome',
     labelNames: ['outcome'],
   });
   const probeSeconds = registry.histogram({
@@ -74,10 +80,22 @@ export function platformMetrics(registry: MetricsRegistry): PlatformMetrics {
     labelNames: ['outcome'],
     buckets: FAST,
   });
+  // Whole pools and single connections are different events (one ends every connection of a pool,
+  // the other one connection at POOL_MAX_LIFETIME_S): two counters, so a rate of either means one thing.
   const disposals = registry.counter({
     name: 'honest_health_db_pool_disposals_total',
-    help: 'Database pools thrown away (max_lifetime: single connections retired), by pool and cause',
+    help: 'Whole database pools thrown away and rebuilt, by pool and cause',
     labelNames: ['pool', 'cause'],
+  });
+  const damped = registry.counter({
+    name: 'honest_health_db_pool_disposals_damped_total',
+    help: 'Pool disposals held back during a failover episode because the pool was built since it began',
+    labelNames: ['pool'],
+  });
+  const retired = registry.counter({
+    name: 'honest_health_db_connections_retired_total',
+    help: 'Single pool connections ended at their maximum lifetime (POOL_MAX_LIFETIME_S), by pool',
+    labelNames: ['pool'],
   });
   const ticks = registry.counter({
     name: 'honest_health_tick_runs_total',
@@ -88,6 +106,8 @@ export function platformMetrics(registry: MetricsRegistry): PlatformMetrics {
   for (const outcome of PROBE_OUTCOMES) probes.inc({ outcome }, 0);
   for (const pool of ['app', 'probe'] as const) {
     for (const cause of DISPOSAL_CAUSES) disposals.inc({ pool, cause }, 0);
+    damped.inc({ pool }, 0);
+    retired.inc({ pool }, 0);
   }
   const tickSeconds = registry.histogram({
     name: 'honest_health_tick_duration_seconds',
@@ -97,7 +117,7 @@ export function platformMetrics(registry: MetricsRegistry): PlatformMetrics {
   });
   return {
     request(method, route, status, seconds) {
-      requests.inc({ method, route, status: String(status) });
+      requests.inc({ method, route, code: String(status) });
       requestSeconds.observe({ method, route }, seconds);
     },
     probe(outcome, seconds) {
@@ -105,8 +125,8 @@ export function platformMetrics(registry: MetricsRegistry): PlatformMetrics {
       probeSeconds.observe({ outcome }, seconds);
     },
     disposal: (pool, reason) => disposals.inc({ pool, cause: disposalCause(reason) }),
-    observePool: (pool, client) =>
-      countRetirements(client, () => disposals.inc({ pool, cause: 'max_lifetime' })),
+    disposalDamped: (pool) => damped.inc({ pool }),
+    observePool: (pool, client) => countRetirements(client, () => retired.inc({ pool })),
     tick(name, outcome, seconds) {
       ticks.inc({ tick: name, outcome });
       if (outcome !== 'skipped') tickSeconds.observe({ tick: name }, seconds);
