@@ -80,7 +80,9 @@ describe('observability on Workers', () => {
     expect(sample(families, 'honest_health_queue_depth', { status: 'awaiting_connection' })).toBe(2);
     expect(sample(families, 'honest_health_queue_depth', { status: 'queued' })).toBe(0);
     // Per-isolate counters would mislead (many short-lived isolates): Workers do not serve them.
+    expect(sample(families, 'honest_health_database_probe_age_seconds')).toBeLessThanOrEqual(1);
     expect(families.map((f) => f.name).sort()).toEqual([
+      'honest_health_database_probe_age_seconds',
       'honest_health_database_probe_latency_seconds',
       'honest_health_database_status',
       'honest_health_queue_depth',
