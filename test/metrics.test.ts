@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGaugeRegistry } from '../src/platform/metrics/gauges.js';
@@ -189,6 +190,39 @@ describe('GET /metrics', () => {
       await server.stop();
     }
   });
+});
+
+// Prometheus' own linter, from Debian's `prometheus` package: run when it is installed.
+const promtool = spawnSync('promtool', ['--version'], { stdio: 'ignore' }).status === 0;
+
+describe('promtool', () => {
+  it.skipIf(!promtool)(
+    'finds nothing to lint in our metrics (needs promtool: apt-get install prometheus)',
+    async () => {
+      const url = await freshDatabase(cluster);
+      const server = await spawnServer({ env: { DATABASE_URL: url, METRICS_TOKEN: TOKEN } });
+      try {
+        await server.waitForReady();
+        expect((await readyz(server)).status).toBe(200);
+        expect((await server.get('/api/invoices')).status).toBe(401);
+        const res = await server.get('/metrics', { headers: { authorization: `Bearer ${TOKEN}` } });
+        const text = await res.text();
+        // Ours only: prom-client's default process metrics are prom-client's business.
+        const ours = text
+          .split('\n')
+          .filter((l) => /^(# (HELP|TYPE) )?honest_health_/.test(l))
+          .join('\n');
+        expect(ours).toContain('honest_health_db_connections_retired_total');
+        const lint = spawnSync('promtool', ['check', 'metrics'], { input: `${ours}\n`, encoding: 'utf8' });
+        expect({ status: lint.status, out: `${lint.stdout}${lint.stderr}`.trim() }).toEqual({
+          status: 0,
+          out: '',
+        });
+      } finally {
+        await server.stop();
+      }
+    },
+  );
 });
 
 describe('a scrape-only setup', () => {
