@@ -32,7 +32,7 @@ import { waitForReplay } from '../test/support/postgres.js';
 import { buildNaiveCopy } from './support/failover-naive.js';
 import { type BenchServer, spawnEntry } from './support/failover-server.js';
 import { cleanupAll, runBench, tempDir, track } from './support/lifecycle.js';
-import { intEnv, missedChecks, printJsonLine, progress, table, verdict } from './support/report.js';
+import { intEnv, missedChecks, printResults, progress, table, verdict } from './support/report.js';
 
 const WRITE_EVERY_MS = 50;
 const READYZ_EVERY_MS = 100;
@@ -316,28 +316,39 @@ async function main(): Promise<void> {
       `(p99 ${benchLag.p99_ms} ms); 1-min load average ${loadBefore.toFixed(1)} at start)`,
   );
   const missed = missedChecks(checks);
-  printJsonLine('failover', {
-    write_every_ms: WRITE_EVERY_MS,
-    readyz_every_ms: READYZ_EVERY_MS,
-    pinned_ms: PINNED_MS,
-    observe_ms: OBSERVE_MS,
-    pool_max: POOL_MAX,
-    fixed,
-    naive: n,
-    naive_patches: naive.applied,
-    targets: {
-      detect_ms: TARGET.detectMs,
-      recover_ms: TARGET.recoverMs,
-      failed_after_primary: TARGET.failedAfterPrimary,
+  printResults(
+    'failover',
+    {
+      write_every_ms: WRITE_EVERY_MS,
+      readyz_every_ms: READYZ_EVERY_MS,
+      pinned_ms: PINNED_MS,
+      observe_ms: OBSERVE_MS,
+      pool_max: POOL_MAX,
+      fixed,
+      naive: n,
+      naive_patches: naive.applied,
+      targets: {
+        detect_ms: TARGET.detectMs,
+        recover_ms: TARGET.recoverMs,
+        failed_after_primary: TARGET.failedAfterPrimary,
+      },
+      missed,
+      bench_event_loop_lag: benchLag,
+      loadavg_1m: {
+        start: Math.round(loadBefore * 100) / 100,
+        end: Math.round((loadavg()[0] ?? 0) * 100) / 100,
+      },
+      wall_s: Math.round((performance.now() - wallStart) / 100) / 10,
     },
-    missed,
-    bench_event_loop_lag: benchLag,
-    loadavg_1m: {
-      start: Math.round(loadBefore * 100) / 100,
-      end: Math.round((loadavg()[0] ?? 0) * 100) / 100,
+    {
+      detect_ms: fixed.detect_ms,
+      recover_ms: fixed.recover_ms,
+      failed_after_primary: fixed.failed_answered_after_primary,
+      naive_detect_ms: n.detect_ms,
+      naive_recover_ms: n.recover_ms,
+      naive_failed_after_primary: n.failed_answered_after_primary,
     },
-    wall_s: Math.round((performance.now() - wallStart) / 100) / 10,
-  });
+  );
 }
 
 await runBench(main);

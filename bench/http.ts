@@ -10,7 +10,7 @@ import { spawnBareHono } from './support/bare.js';
 import { bootToReady, stopServer, trackServer } from './support/boot.js';
 import { removeTempDir, runBench, tempDir, track, untrack } from './support/lifecycle.js';
 import { describeRun, type LoadResult, pairedRatio, runLoad, summariseLoad } from './support/load.js';
-import { intEnv, missedChecks, printJsonLine, progress, table, verdict } from './support/report.js';
+import { intEnv, missedChecks, printResults, progress, table, verdict } from './support/report.js';
 import { median, round1, round2, round3 } from './support/stats.js';
 
 // Two cores shared by the load generator, the server under test and (for /readyz) Postgres: modest
@@ -261,37 +261,48 @@ async function main(): Promise<void> {
     );
   }
   const missed = missedChecks(checks);
-  printJsonLine('http', {
-    connections: CONNECTIONS,
-    duration_s: DURATION_S,
-    warmup_s: WARMUP_S,
-    rounds: ROUNDS,
-    ...s,
-    ours_readyz: { ...s.ours_readyz, probe_qps: probeQps, rounds_probe_qps: load.probeQps.map(Math.round) },
-    loadavg_1m: { start: round2(loadBefore), end: round2(loadAfter) },
-    noisy_livez_runs: noisyRuns,
-    ratios: {
+  printResults(
+    'http',
+    {
+      connections: CONNECTIONS,
+      duration_s: DURATION_S,
+      warmup_s: WARMUP_S,
+      rounds: ROUNDS,
+      ...s,
+      ours_readyz: { ...s.ours_readyz, probe_qps: probeQps, rounds_probe_qps: load.probeQps.map(Math.round) },
+      loadavg_1m: { start: round2(loadBefore), end: round2(loadAfter) },
+      noisy_livez_runs: noisyRuns,
+      ratios: {
+        livez_vs_bare: livezVsBare,
+        readyz_vs_livez: readyzVsLivez,
+        livez_vs_bare_paired: pairedLivezVsBare,
+        livez_cpu_per_req_vs_bare: livezCpuVsBare,
+      },
+      boot_ms: {
+        pg_migrated_median: pgBootMs,
+        pg_migrated_runs: pgBoots.map(Math.round),
+        pg_first_with_migrations: Math.round(load.firstBootMs),
+        pglite_reopen_median: pgliteReopenMs,
+        pglite_reopen_runs: pglite.reopenMs.map(Math.round),
+        pglite_initdb: Math.round(pglite.initdbMs),
+      },
+      targets: {
+        livez_vs_bare: TARGET.livezVsBare,
+        readyz_vs_livez: TARGET.readyzVsLivez,
+        pg_boot_ms: TARGET.pgBootMs,
+      },
+      missed,
+      wall_s: round2((performance.now() - wallStart) / 1000),
+    },
+    {
       livez_vs_bare: livezVsBare,
       readyz_vs_livez: readyzVsLivez,
+      boot_pg_ms: pgBootMs,
       livez_vs_bare_paired: pairedLivezVsBare,
-      livez_cpu_per_req_vs_bare: livezCpuVsBare,
+      boot_pglite_reopen_ms: pgliteReopenMs,
+      failures,
     },
-    boot_ms: {
-      pg_migrated_median: pgBootMs,
-      pg_migrated_runs: pgBoots.map(Math.round),
-      pg_first_with_migrations: Math.round(load.firstBootMs),
-      pglite_reopen_median: pgliteReopenMs,
-      pglite_reopen_runs: pglite.reopenMs.map(Math.round),
-      pglite_initdb: Math.round(pglite.initdbMs),
-    },
-    targets: {
-      livez_vs_bare: TARGET.livezVsBare,
-      readyz_vs_livez: TARGET.readyzVsLivez,
-      pg_boot_ms: TARGET.pgBootMs,
-    },
-    missed,
-    wall_s: round2((performance.now() - wallStart) / 1000),
-  });
+  );
 }
 
 await runBench(main);

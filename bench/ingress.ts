@@ -19,7 +19,7 @@ import { countPushes, INVOICE, migrateDatabase, spawnBareIngress } from './suppo
 import { type IngressLoadResult, runIngressLoad } from './support/ingress-load.js';
 import { type ProfileSummary, summariseProfile } from './support/ingress-profile.js';
 import { cleanupAll, removeTempDir, runBench, tempDir, track, untrack } from './support/lifecycle.js';
-import { intEnv, missedChecks, printJsonLine, progress, table, verdict } from './support/report.js';
+import { intEnv, missedChecks, printResults, progress, table, verdict } from './support/report.js';
 import { median, round1, round2, round3 } from './support/stats.js';
 
 // The load generator, both servers and PostgreSQL share the machine: the issue's 50 connections, short
@@ -463,28 +463,38 @@ async function main(): Promise<void> {
     console.log(table(po.topFrames.map((f) => [fmt(f.usPerRequest).padStart(7), f.frame])));
   }
   const missed = missedChecks(checks);
-  printJsonLine('ingress', {
-    connections: CONNECTIONS,
-    run_s: DURATION_S,
-    rounds: ROUNDS,
-    pool_max: POOL_MAX,
-    body_bytes: Buffer.byteLength(BODY),
-    ...s,
-    loadavg_1m: { start: round2(loadBefore), end: round2(loadAfter) },
-    noisy_runs: noisyRuns,
-    ratios: {
+  printResults(
+    'ingress',
+    {
+      connections: CONNECTIONS,
+      run_s: DURATION_S,
+      rounds: ROUNDS,
+      pool_max: POOL_MAX,
+      body_bytes: Buffer.byteLength(BODY),
+      ...s,
+      loadavg_1m: { start: round2(loadBefore), end: round2(loadAfter) },
+      noisy_runs: noisyRuns,
+      ratios: {
+        rps_vs_bare: rpsVsBare,
+        p99_vs_bare: p99VsBare,
+        rps_vs_bare_paired: pairedRps,
+        p99_vs_bare_paired: pairedP99,
+        cpu_per_req_vs_bare: cpuVsBare,
+        postgres_cpu_per_req_vs_bare: pgVsBare,
+      },
+      targets: { rps_vs_bare: TARGET.rpsVsBare, p99_vs_bare: round3(TARGET.p99VsBare) },
+      ...(profiles ? { profile: profiles } : {}),
+      missed,
+      wall_s: round2((performance.now() - wallStart) / 1000),
+    },
+    {
       rps_vs_bare: rpsVsBare,
       p99_vs_bare: p99VsBare,
       rps_vs_bare_paired: pairedRps,
       p99_vs_bare_paired: pairedP99,
-      cpu_per_req_vs_bare: cpuVsBare,
-      postgres_cpu_per_req_vs_bare: pgVsBare,
+      failures,
     },
-    targets: { rps_vs_bare: TARGET.rpsVsBare, p99_vs_bare: round3(TARGET.p99VsBare) },
-    ...(profiles ? { profile: profiles } : {}),
-    missed,
-    wall_s: round2((performance.now() - wallStart) / 1000),
-  });
+  );
 }
 
 await runBench(main);

@@ -16,7 +16,7 @@ import { plainDb, queuePush } from '../test/support/ticks.js';
 import { bootToReady, stopServer } from './support/boot.js';
 import { runBench, track } from './support/lifecycle.js';
 import { describeRun, type LoadResult, pairedRatio, runLoad, summariseLoad } from './support/load.js';
-import { intEnv, missedChecks, printJsonLine, progress, table, verdict } from './support/report.js';
+import { intEnv, missedChecks, printResults, progress, table, verdict } from './support/report.js';
 
 const CONNECTIONS = intEnv('BENCH_CONNECTIONS', 50);
 const DURATION_S = intEnv('BENCH_DURATION_S', 3);
@@ -203,16 +203,29 @@ async function main(): Promise<void> {
       ],
     ]),
   );
-  printJsonLine('observability', {
-    connections: CONNECTIONS,
-    duration_s: DURATION_S,
-    rounds: ROUNDS,
-    ...figures,
-    spans_per_request_on: spansPerRequest,
-    targets: TARGET,
-    missed: missedChecks(checks),
-    wall_s: Math.round((performance.now() - wallStart) / 1000),
-  });
+  printResults(
+    'observability',
+    {
+      connections: CONNECTIONS,
+      duration_s: DURATION_S,
+      rounds: ROUNDS,
+      ...figures,
+      spans_per_request_on: spansPerRequest,
+      targets: TARGET,
+      missed: missedChecks(checks),
+      wall_s: Math.round((performance.now() - wallStart) / 1000),
+    },
+    {
+      livez_on_vs_off: ratios('livez', 'on').rps,
+      invoices_on_vs_off: ratios('invoices', 'on').rps,
+      livez_unreachable_vs_on: ratios('livez', 'unreachable', 'on').rps,
+      invoices_unreachable_vs_on: ratios('invoices', 'unreachable', 'on').rps,
+      livez_malformed_vs_off: ratios('livez', 'malformed').rps,
+      invoices_malformed_vs_off: ratios('invoices', 'malformed').rps,
+      spans_per_request: spansPerRequest,
+      failures,
+    },
+  );
 }
 
 await runBench(main);

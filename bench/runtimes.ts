@@ -19,7 +19,7 @@ import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { bootToReady, stopServer } from './support/boot.js';
 import { runBench, tempDir, track, untrack } from './support/lifecycle.js';
 import { describeRun, type LoadResult, pairedRatio, runLoad, summariseLoad } from './support/load.js';
-import { intEnv, missedChecks, printJsonLine, progress, table, verdict } from './support/report.js';
+import { intEnv, missedChecks, printResults, progress, table, verdict } from './support/report.js';
 import { median, percentile, round1, round2, round3 } from './support/stats.js';
 import { buildWorkerBundle, neonUrl, startMiniflare, type WorkerBundle } from './support/worker-bundle.js';
 
@@ -277,31 +277,45 @@ async function main(): Promise<void> {
         'other processes; the CPU per request and the per-round pair ratio are steadier than req/s',
     );
   }
-  printJsonLine('runtimes', {
-    worker: {
-      cold_samples: COLD_SAMPLES,
-      warm_requests_per_sample: WARM_REQUESTS,
-      cold,
-      warm,
-      first_readyz_vs_warm: firstVsWarm,
-      bundle: { raw_kib: kib(bundle.rawBytes), gzip_kib: gzipKiB },
+  printResults(
+    'runtimes',
+    {
+      worker: {
+        cold_samples: COLD_SAMPLES,
+        warm_requests_per_sample: WARM_REQUESTS,
+        cold,
+        warm,
+        first_readyz_vs_warm: firstVsWarm,
+        bundle: { raw_kib: kib(bundle.rawBytes), gzip_kib: gzipKiB },
+      },
+      livez: {
+        connections: CONNECTIONS,
+        duration_s: DURATION_S,
+        warmup_s: WARMUP_S,
+        rounds: ROUNDS,
+        node,
+        bun,
+      },
+      boot_to_ready_ms: { node: Math.round(bootMs.node), bun: Math.round(bootMs.bun) },
+      ratios,
+      noisy_livez_runs: noisyRuns,
+      loadavg_1m: { start: round2(loadBefore), end: round2(loadAfter) },
+      targets: { bundle_gzip_kib: TARGET.bundleGzipKiB },
+      missed: missedChecks(checks),
+      wall_s: round2((performance.now() - wallStart) / 1000),
     },
-    livez: {
-      connections: CONNECTIONS,
-      duration_s: DURATION_S,
-      warmup_s: WARMUP_S,
-      rounds: ROUNDS,
-      node,
-      bun,
+    {
+      bun_vs_node_livez: ratios.bun_vs_node_rps,
+      bun_vs_node_livez_paired: ratios.bun_vs_node_rps_paired,
+      worker_cold_ms: cold.total_ms.median,
+      worker_first_readyz_ms: cold.first_readyz_ms.median,
+      worker_warm_readyz_ms: warm.readyz_ms.median,
+      bundle_gzip_kib: gzipKiB,
+      node_boot_ms: Math.round(bootMs.node),
+      bun_boot_ms: Math.round(bootMs.bun),
+      failures,
     },
-    boot_to_ready_ms: { node: Math.round(bootMs.node), bun: Math.round(bootMs.bun) },
-    ratios,
-    noisy_livez_runs: noisyRuns,
-    loadavg_1m: { start: round2(loadBefore), end: round2(loadAfter) },
-    targets: { bundle_gzip_kib: TARGET.bundleGzipKiB },
-    missed: missedChecks(checks),
-    wall_s: round2((performance.now() - wallStart) / 1000),
-  });
+  );
 }
 
 await runBench(main);

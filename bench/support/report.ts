@@ -1,5 +1,5 @@
 // What a benchmark prints: progress on stderr (so stdout holds only the results), tables, the closing
-// JSON line, and the knobs it reads.
+// JSON and `result:` lines, and the knobs it reads.
 import { availableParallelism } from 'node:os';
 
 export const progress = (msg: string) => console.error(`# ${msg}`);
@@ -25,10 +25,32 @@ export const missedChecks = (checks: Record<string, boolean>): string[] =>
     .filter(([, ok]) => !ok)
     .map(([name]) => name);
 
-/** The last line of every benchmark: all its figures as one JSON object, for the record. */
-export function printJsonLine(bench: string, figures: Record<string, unknown>): void {
+/** A figure of the `result:` line: a number, or null when the run could not measure it. */
+export type ResultFigure = number | null | undefined;
+
+const RESULT_NAME = /^[a-z][a-z0-9_]*$/;
+
+/**
+ * How every benchmark ends: all its figures as one JSON object (for the record), then one line
+ * `result: name=value name=value ...` with the figures its targets are read from, under names that stay
+ * the same from run to run (scripts grep for them). Ratios are decimals; values are rounded to 3
+ * decimals; a figure the run could not measure (null, NaN, Infinity) prints as `nan`, which
+ * `Number()`, `parseFloat` and Python's `float()` all read as NaN.
+ */
+export function printResults(
+  bench: string,
+  figures: Record<string, unknown>,
+  result: Record<string, ResultFigure>,
+): void {
+  const fields = Object.entries(result).map(([name, value]) => {
+    if (!RESULT_NAME.test(name)) throw new Error(`result name "${name}" must match ${RESULT_NAME}`);
+    const shown =
+      typeof value === 'number' && Number.isFinite(value) ? String(Math.round(value * 1000) / 1000) : 'nan';
+    return `${name}=${shown}`;
+  });
   console.log('');
   console.log(JSON.stringify({ bench, node: process.version, cores: availableParallelism(), ...figures }));
+  console.log(`result: ${fields.join(' ')}`);
 }
 
 /** A positive integer knob from the environment (BENCH_*), or its default. */
