@@ -93,8 +93,10 @@ describe('boot contract', () => {
     });
     try {
       expect(await server.exited).toBe(1);
-      // Bounded by the probe timeout (800 ms) plus process start-up, not by TCP's own timeouts.
-      expect(Date.now() - started).toBeLessThan(5000);
+      // Bounded by the probe timeout (800 ms) plus process start-up, not by TCP's own timeouts (a SYN
+      // into a black hole is retried for over a minute). The margin is wide: start-up alone takes
+      // seconds on a loaded 2-core machine.
+      expect(Date.now() - started).toBeLessThan(15_000);
       const failure = server.logs.find((l) => l.level === 'error');
       expect(failure?.msg).toMatch(/boot failed at step "open pool": database ping took longer than 800 ms/);
       expect(await portAccepts(server.port)).toBe(false);
