@@ -6,6 +6,7 @@ import { DatabaseUnavailableError } from '../platform/db/poison-retry.js';
 import type { ErrorTracker } from '../platform/error-tracking.js';
 import type { ReadinessGate } from '../platform/gate.js';
 import { type HealthOptions, healthRoutes } from '../platform/health.js';
+import { type TickHealthEndpoint, tickHealthRoutes } from '../platform/jobs/tick-health-route.js';
 import type { Logger } from '../platform/log.js';
 import { type MetricsEndpoint, metricsRoutes } from '../platform/metrics/route.js';
 import type { SecretBox } from '../platform/secret-box.js';
@@ -37,6 +38,8 @@ export interface AppDeps {
   telemetry: Telemetry;
   /** GET /metrics. */
   metrics: MetricsEndpoint;
+  /** GET /healthz/ticks. */
+  tickHealth: TickHealthEndpoint;
 }
 
 export function createApp(deps: AppDeps): Hono {
@@ -45,6 +48,7 @@ export function createApp(deps: AppDeps): Hono {
   app.use('*', observeRequests(deps.telemetry));
   app.route('/', healthRoutes({ gate, probe }));
   app.route('/', metricsRoutes(deps.metrics));
+  app.route('/', tickHealthRoutes(deps.tickHealth));
   app.route(
     '/connect',
     connectRoutes({

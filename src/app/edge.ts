@@ -8,21 +8,27 @@ import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../
 import { ReadinessGate } from '../platform/gate.js';
 import { LIVENESS_PATHS } from '../platform/health.js';
 import { createTickRunner } from '../platform/jobs/tick.js';
+import type { MonitoredTick, TickHealthPolicy } from '../platform/jobs/tick-health.js';
+import { loadTickHealthConfig, type TickHealthConfig } from '../platform/jobs/tick-health-config.js';
+import { readTickHealth } from '../platform/jobs/tick-health-store.js';
+import { intervalMonitorConfig, TickMonitor } from '../platform/jobs/tick-monitor.js';
 import { createLogger, type Logger } from '../platform/log.js';
 import { withLogContext } from '../platform/log-context.js';
 import { observeDatabase } from '../platform/metrics/db-gauges.js';
 import { createGaugeRegistry } from '../platform/metrics/gauges.js';
+import { observeTickHealth } from '../platform/metrics/tick-gauges.js';
 import { createSecretBox, type SecretBox } from '../platform/secret-box.js';
 import { loadTelemetryConfig, type TelemetryConfig } from '../platform/telemetry/config.js';
 import { requestIdFrom } from '../platform/telemetry/requests.js';
 import { noTelemetry } from '../platform/telemetry/telemetry.js';
+import { withTimeout } from '../platform/timeout.js';
 import { createApp } from './app.js';
 import { type AppConfig, loadAppConfig } from './config.js';
 import { errorBody } from './errors.js';
 import { observeQueueDepth } from './metrics/queue-depth.js';
 import { latestMigrationAt } from './migrations.gen.js';
 import { Registry } from './registry.js';
-import { createTicks, TICKS } from './ticks/register.js';
+import { createTicks, enabledTicks, TICKS } from './ticks/register.js';
 import { createXeroClient, type XeroClient } from './xero/client.js';
 
 // Cloudflare Workers have no process to boot: an isolate's first request runs the steps the
@@ -51,7 +57,15 @@ interface Isolate {
   errors: ErrorTracker;
   telemetry: TelemetryConfig;
   episodes: FailoverEpisodes;
+  ticks: MonitoredTick[];
+  tickHealth: TickHealthConfig;
+  /** No startedAtMs: an isolate's start says nothing about whether the cron fires. */
+  tickPolicy: TickHealthPolicy;
 }
+
+// Every isolate and cron invocation records its runs under one name: on Workers the cron trigger, not
+// an isolate, is what runs a tick, and isolates come and go between invocations.
+const WORKER_INSTANCE = 'worker';
 
 interface Invocation {
   database: DatabaseHandle;
@@ -99,9 +113,10 @@ export function createWorkerHandlers() {
     const env = stringBindings(bindings);
     let log = createLogger();
     try {
-      const [config, appConfig] = loadAll<[Config, AppConfig]>(
+      const [config, appConfig, tickHealth] = loadAll<[Config, AppConfig, TickHealthConfig]>(
         () => loadConfig({ DATABASE_DRIVER: 'neon-ws', ...env }),
         () => loadAppConfig(env),
+        () => loadTickHealthConfig(env, Object.values(TICKS)),
       );
       log = createLogger(config.logLevel);
       if (!appConfig.tokenEncryptionKey) throw new Error('TOKEN_ENCRYPTION_KEY is required on Workers');
@@ -109,6 +124,7 @@ export function createWorkerHandlers() {
         ? await createErrorTracker(config.sentryDsn).catch(() => disabledErrorTracker)
         : disabledErrorTracker;
       const telemetry = loadTelemetryConfig(env);
+      for (const problem of tickHealth.warnings) log.warn('tick heartbeat misconfigured', { problem });
       if (telemetry.tracesEndpoint) {
         log.warn(
           'OTEL_EXPORTER_OTLP_ENDPOINT is not used on Workers: enable Workers tracing in wrangler.toml',
@@ -126,6 +142,9 @@ export function createWorkerHandlers() {
         xero: createXeroClient(appConfig.xero),
         errors,
         episodes: new FailoverEpisodes(log),
+        ticks: enabledTicks(appConfig),
+        tickHealth,
+        tickPolicy: tickHealth.policy,
       };
       const inv = await invocation(candidate);
       try {
@@ -198,7 +217,8 @@ export function createWorkerHandlers() {
     }
     const inv = await invocation(iso);
     const background: Promise<unknown>[] = [];
-    const runTick = createTickRunner(inv.database, iso.log, iso.errors);
+    const monitor = tickMonitor(iso, inv.database);
+    const runTick = createTickRunner(inv.database, iso.log, iso.errors, { monitor });
     const ticks = createTicks({
       config: iso.appConfig,
       xero: iso.xero,
@@ -240,14 +260,26 @@ export function createWorkerHandlers() {
             );
             observeDatabase(gauges, probe);
             observeQueueDepth(gauges, inv.probeDatabase, iso.config.probeTimeoutMs);
+            observeTickHealth(gauges, iso.ticks, iso.tickPolicy, () =>
+              withTimeout(readTickHealth(inv.probeDatabase.pool), iso.config.probeTimeoutMs, 'tick health'),
+            );
             return gauges.render();
           },
+        },
+        tickHealth: {
+          pool: () => inv.probeDatabase.pool,
+          ticks: iso.ticks,
+          policy: iso.tickPolicy,
+          token: iso.telemetry.metricsToken,
+          timeoutMs: iso.config.probeTimeoutMs,
+          log: iso.log,
         },
       });
       return await app.fetch(request);
     } finally {
       ctx.waitUntil(
         Promise.allSettled(background)
+          .then(() => monitor.idle())
           .then(() => inv.close())
           .then(() => iso.errors.flush(2000)),
       );
@@ -255,14 +287,17 @@ export function createWorkerHandlers() {
   };
 
   const scheduled = async (
-    _controller: unknown,
+    controller: { cron?: string } | undefined,
     bindings: Bindings,
     ctx: ExecutionContextLike,
   ): Promise<void> => {
     const iso = await boot(bindings);
     if (!iso) return;
     const inv = await invocation(iso);
-    const runTick = createTickRunner(inv.database, iso.log, iso.errors);
+    // Sentry's monitor gets the trigger's own crontab: the schedule a missed invocation is measured by.
+    const cron = typeof controller?.cron === 'string' && controller.cron ? controller.cron : undefined;
+    const monitor = tickMonitor(iso, inv.database, cron);
+    const runTick = createTickRunner(inv.database, iso.log, iso.errors, { monitor });
     const ticks = createTicks({
       config: iso.appConfig,
       xero: iso.xero,
@@ -275,12 +310,34 @@ export function createWorkerHandlers() {
       // Refresh first: a push with an expired token would only be deferred.
       await runTick(TICKS.refresh, ticks[TICKS.refresh]).catch(() => {});
       await runTick(TICKS.push, ticks[TICKS.push]).catch(() => {});
-    })().finally(() => inv.close());
+    })()
+      .finally(() => monitor.idle())
+      .finally(() => inv.close())
+      // Check-ins and crash reports are queued in the SDK: deliver them before the invocation ends.
+      .finally(() => iso.errors.flush(2000));
     ctx.waitUntil(work);
     await work;
   };
 
   return { fetch, scheduled };
+}
+
+function tickMonitor(iso: Isolate, database: DatabaseHandle, cron?: string): TickMonitor {
+  return new TickMonitor({
+    database,
+    instanceId: WORKER_INSTANCE,
+    log: iso.log,
+    errors: iso.errors,
+    heartbeats: iso.tickHealth.heartbeats,
+    monitorConfig: () =>
+      intervalMonitorConfig(
+        iso.appConfig.tickIntervalMs,
+        iso.tickPolicy.intervals,
+        iso.tickPolicy.failures,
+        cron ? { type: 'crontab', value: cron } : undefined,
+      ),
+    timeoutMs: iso.config.probeTimeoutMs,
+  });
 }
 
 /** Worker bindings hold strings (vars, secrets) and objects (KV, ...); configuration reads the strings. */

@@ -42,8 +42,16 @@ export const migrations: Migration[] = [
       "DROP INDEX \"invoice_pushes_due_idx\";",
       "CREATE INDEX \"invoice_pushes_due_idx\" ON \"invoice_pushes\" USING btree (\"next_attempt_at\") WHERE \"invoice_pushes\".\"status\" in ('queued', 'failed');"
     ]
+  },
+  {
+    "tag": "0004_tick_health",
+    "hash": "6141f8aa4f747037e91413bb383b64f130b33e5972177b5615f37b0434b8567b",
+    "createdAt": 1796114765039,
+    "statements": [
+      "CREATE TABLE \"tick_health\" (\n\t\"tick\" text NOT NULL,\n\t\"instance_id\" text NOT NULL,\n\t\"last_started_at\" timestamp with time zone,\n\t\"last_finished_at\" timestamp with time zone,\n\t\"last_success_at\" timestamp with time zone,\n\t\"last_failure_at\" timestamp with time zone,\n\t\"consecutive_failures\" integer DEFAULT 0 NOT NULL,\n\t\"last_error_code\" text,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"tick_health_pkey\" PRIMARY KEY(\"tick\",\"instance_id\")\n);"
+    ]
   }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestMigrationAt = 1795985622291;
+export const latestMigrationAt = 1796114765039;

@@ -11,6 +11,8 @@ import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../
 import { ReadinessGate } from '../platform/gate.js';
 import { Scheduler } from '../platform/jobs/scheduler.js';
 import { createTickRunner } from '../platform/jobs/tick.js';
+import { loadTickHealthConfig, type TickHealthConfig } from '../platform/jobs/tick-health-config.js';
+import { intervalMonitorConfig, TickMonitor } from '../platform/jobs/tick-monitor.js';
 import { createLogger } from '../platform/log.js';
 import { createSecretBox } from '../platform/secret-box.js';
 import { createShutdown } from '../platform/shutdown.js';
@@ -29,7 +31,7 @@ import {
   type TelemetryBootOptions,
 } from './telemetry-boot.js';
 import type { RefreshTickResult } from './ticks/refresh-tokens.js';
-import { registerTicks, TICKS } from './ticks/register.js';
+import { enabledTicks, registerTicks, TICKS } from './ticks/register.js';
 import { createXeroClient } from './xero/client.js';
 
 const DEV_TOKEN_KEY_PATH = '.data/token-encryption-key';
@@ -66,10 +68,12 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
   createLogger().info('starting', { runtime: runtime.name, version: runtime.version, pid: process.pid });
   let config: Config;
   let appConfig: AppConfig;
+  let tickHealthConfig: TickHealthConfig;
   try {
-    [config, appConfig] = loadAll<[Config, AppConfig]>(
+    [config, appConfig, tickHealthConfig] = loadAll<[Config, AppConfig, TickHealthConfig]>(
       () => loadConfig(runtime.env),
       () => loadAppConfig(runtime.env),
+      () => loadTickHealthConfig(runtime.env, Object.values(TICKS)),
     );
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
@@ -120,17 +124,31 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
     });
   }
   const box = await createSecretBox(tokenKey);
-  const runTick = createTickRunner(
+  // Error tracking is swapped in by its boot step: everything built before reads `errors` on each use.
+  const currentErrors: ErrorTracker = {
+    capture: (err, ctx) => errors.capture(err, ctx),
+    flush: (ms) => errors.flush(ms),
+    checkIn: (checkIn, monitorConfig) => errors.checkIn?.(checkIn, monitorConfig),
+  };
+  const ticks = enabledTicks(appConfig);
+  const tickPolicy = { ...tickHealthConfig.policy, startedAtMs: Date.now() };
+  const monitor = new TickMonitor({
     database,
+    instanceId: runtime.instanceId,
     log,
-    { capture: (err, ctx) => errors.capture(err, ctx), flush: (ms) => errors.flush(ms) },
-    {
-      telemetry,
-      onResult: (name, result) => {
-        if (name === TICKS.refresh) observed?.countRefreshes(result as RefreshTickResult);
-      },
+    errors: currentErrors,
+    heartbeats: tickHealthConfig.heartbeats,
+    monitorConfig: () =>
+      intervalMonitorConfig(appConfig.tickIntervalMs, tickPolicy.intervals, tickPolicy.failures),
+    timeoutMs: config.probeTimeoutMs,
+  });
+  const runTick = createTickRunner(database, log, currentErrors, {
+    monitor,
+    telemetry,
+    onResult: (name, result) => {
+      if (name === TICKS.refresh) observed?.countRefreshes(result as RefreshTickResult);
     },
-  );
+  });
   const xero = createXeroClient(appConfig.xero);
   registerTicks(loops, runTick, {
     config: appConfig,
@@ -148,6 +166,8 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
     probeDatabase,
     probe,
     probeTimeoutMs: config.probeTimeoutMs,
+    ticks,
+    tickPolicy,
     log,
   };
   const steps: BootStep[] = [
@@ -160,6 +180,18 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
       },
     },
     { name: 'logging', kind: 'hard', run: () => log.debug('logging configured', { level: config.logLevel }) },
+    {
+      // Heartbeats are advisory: a malformed URL is a warning (naming the variable, never its value).
+      name: 'tick monitoring',
+      kind: 'advisory',
+      run: () => {
+        for (const problem of tickHealthConfig.warnings)
+          log.warn('tick heartbeat misconfigured', { problem });
+        if (tickHealthConfig.warnings.length > 0) {
+          throw new Error(`${tickHealthConfig.warnings.length} heartbeat setting(s) ignored`);
+        }
+      },
+    },
     {
       name: 'error tracking',
       kind: 'advisory',
@@ -199,6 +231,14 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
             render: async () => (await observed?.registry.render()) ?? '',
             token: telemetryConfig.metricsToken,
           },
+          tickHealth: {
+            pool: () => probeDatabase.pool,
+            ticks,
+            policy: tickPolicy,
+            token: telemetryConfig.metricsToken,
+            timeoutMs: config.probeTimeoutMs,
+            log,
+          },
         });
         listener = await runtime.listen(http.fetch, config.port, config.host);
         log.info('listening', { host: config.host, port: listener.port });
@@ -221,6 +261,8 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
     exit: runtime.exit,
     stages: [
       { name: 'stop loops', run: () => loops.stop() },
+      // The last runs' health records and pings, each bounded by its own timeout.
+      { name: 'settle tick reports', run: () => monitor.idle() },
       // Keep serving (readiness says draining) so a load balancer can take us out of rotation first.
       { name: 'drain delay', run: () => new Promise((done) => setTimeout(done, config.shutdownDelayMs)) },
       { name: 'drain http', run: (budget) => listener?.close(budget) ?? Promise.resolve() },

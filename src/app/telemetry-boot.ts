@@ -1,11 +1,15 @@
 import type { DatabaseHandle } from '../platform/db/handle.js';
 import type { WriteProbe } from '../platform/db/probe.js';
+import type { MonitoredTick, TickHealthPolicy } from '../platform/jobs/tick-health.js';
+import { readTickHealth } from '../platform/jobs/tick-health-store.js';
 import type { Logger } from '../platform/log.js';
 import { observeDatabase, observePools } from '../platform/metrics/db-gauges.js';
 import { platformMetrics } from '../platform/metrics/platform-metrics.js';
 import type { MetricsRegistry } from '../platform/metrics/registry.js';
+import { observeTickHealth } from '../platform/metrics/tick-gauges.js';
 import type { TelemetryConfig } from '../platform/telemetry/config.js';
 import type { Telemetry } from '../platform/telemetry/telemetry.js';
+import { withTimeout } from '../platform/timeout.js';
 import { observeQueueDepth } from './metrics/queue-depth.js';
 import { tokenRefreshCounter } from './metrics/token-refreshes.js';
 import type { RefreshTickResult } from './ticks/refresh-tokens.js';
@@ -19,6 +23,8 @@ export interface TelemetryBootOptions {
   probeDatabase: DatabaseHandle;
   probe: WriteProbe;
   probeTimeoutMs: number;
+  ticks: readonly MonitoredTick[];
+  tickPolicy: TickHealthPolicy;
   log: Logger;
 }
 
@@ -40,6 +46,9 @@ export async function startMetrics(options: TelemetryBootOptions): Promise<Start
   observePools(registry, [options.app, options.probeDatabase]);
   observeDatabase(registry, options.probe);
   observeQueueDepth(registry, options.probeDatabase, options.probeTimeoutMs);
+  observeTickHealth(registry, options.ticks, options.tickPolicy, () =>
+    withTimeout(readTickHealth(options.probeDatabase.pool), options.probeTimeoutMs, 'tick health'),
+  );
   return { registry, countRefreshes: tokenRefreshCounter(registry) };
 }
 

@@ -1,5 +1,6 @@
 import type { Scheduler } from '../../platform/jobs/scheduler.js';
 import type { TickRunner } from '../../platform/jobs/tick.js';
+import type { MonitoredTick } from '../../platform/jobs/tick-health.js';
 import type { Logger } from '../../platform/log.js';
 import type { SecretBox } from '../../platform/secret-box.js';
 import type { AppConfig } from '../config.js';
@@ -50,6 +51,12 @@ export function createTicks({ config, xero, box, owner, log }: TickSetup) {
         log,
       }),
   };
+}
+
+/** The ticks that run with this configuration, as tick health watches them: none without Xero. */
+export function enabledTicks(config: AppConfig): MonitoredTick[] {
+  if (!config.xero.clientId) return [];
+  return Object.values(TICKS).map((name) => ({ name, intervalMs: config.tickIntervalMs }));
 }
 
 export function registerTicks(scheduler: Scheduler, runTick: TickRunner, setup: TickSetup): void {

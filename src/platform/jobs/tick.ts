@@ -6,6 +6,7 @@ import type { Logger } from '../log.js';
 import { withLogContext } from '../log-context.js';
 import type { TickOutcome } from '../metrics/platform-metrics.js';
 import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
+import type { TickMonitor } from './tick-monitor.js';
 
 export type TickFn<T> = (db: Database) => Promise<T>;
 
@@ -15,6 +16,8 @@ export interface TickRunnerOptions {
   telemetry?: Telemetry;
   /** Sees each successful run's result (the app turns token-refresh counts into metrics). */
   onResult?: (name: string, result: unknown) => void;
+  /** Records each run (tick health, Sentry check-ins, heartbeats); never delays or fails it. */
+  monitor?: TickMonitor;
 }
 
 /**
@@ -40,6 +43,7 @@ export function createTickRunner(
       return undefined;
     }
     running.add(name);
+    const monitored = options.monitor?.start(name);
     const runId = crypto.randomUUID().slice(0, 8);
     const tickLog = log.child({ tick: name, run_id: runId });
     const started = performance.now();
@@ -65,6 +69,7 @@ export function createTickRunner(
               span.setAttributes({ 'tick.outcome': outcome });
               telemetry.metrics.tick(name, outcome, seconds());
               options.onResult?.(name, result);
+              monitored?.finish();
               tickLog.debug('tick done', { ms: Math.round(seconds() * 1000), outcome });
               return result;
             } catch (err) {
@@ -84,6 +89,7 @@ export function createTickRunner(
         tickLog.error('tick crashed', { ms: Math.round(seconds() * 1000), err });
         errors.capture(err, { tick: name, run_id: runId });
       }
+      monitored?.finish(err);
       throw err;
     } finally {
       running.delete(name);

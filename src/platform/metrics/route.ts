@@ -10,14 +10,7 @@ export interface MetricsEndpoint {
 export function metricsRoutes(endpoint: MetricsEndpoint): Hono {
   const routes = new Hono();
   routes.get('/metrics', async (c) => {
-    if (
-      endpoint.token !== undefined &&
-      !sameSecret(c.req.header('authorization'), `Bearer ${endpoint.token}`)
-    ) {
-      return c.json({ error: { code: 'unauthorized', message: 'a metrics token is required' } }, 401, {
-        'www-authenticate': 'Bearer',
-      });
-    }
+    if (!hasMetricsToken(c.req.header('authorization'), endpoint.token)) return unauthorized();
     return c.body(await endpoint.render(), 200, {
       'content-type': PROMETHEUS_CONTENT_TYPE,
       'cache-control': 'no-store',
@@ -25,6 +18,17 @@ export function metricsRoutes(endpoint: MetricsEndpoint): Hono {
   });
   return routes;
 }
+
+/** True when no token is configured, or the Authorization header carries it as a bearer token. */
+export function hasMetricsToken(authorization: string | undefined, token: string | undefined): boolean {
+  return token === undefined || sameSecret(authorization, `Bearer ${token}`);
+}
+
+export const unauthorized = () =>
+  Response.json(
+    { error: { code: 'unauthorized', message: 'a metrics token is required' } },
+    { status: 401, headers: { 'www-authenticate': 'Bearer' } },
+  );
 
 // Compares every character whatever the first difference, so the time taken says nothing about the token.
 function sameSecret(given: string | undefined, expected: string): boolean {
