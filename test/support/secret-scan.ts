@@ -1,5 +1,6 @@
 // Finds secrets in text: the literal values the test suite configures, and the shapes of the secrets
 // it makes up as it goes (API keys, Xero access tokens, passwords in connection strings).
+import { HEARTBEAT_TEST_KEY } from './heartbeat-sink.js';
 import { TEST_TOKEN_KEY } from './server.js';
 
 export interface SecretPattern {
@@ -26,6 +27,8 @@ export const SUITE_SECRETS: readonly SecretPattern[] = [
   literal('TOKEN_ENCRYPTION_KEY of the tests', TEST_TOKEN_KEY),
   literal('XERO_CLIENT_SECRET of the tests', 'sandbox-secret'),
   literal('METRICS_TOKEN of the tests', 'metrics-test-token-0c1d'),
+  // The secret part of the tests' heartbeat URLs (test/support/heartbeat-sink.ts).
+  literal('heartbeat ping key of the tests', HEARTBEAT_TEST_KEY),
   // 32 random bytes, base64url, behind the API key prefix (src/app/api-keys.ts).
   { name: 'an API key', pattern: /hh_live_[A-Za-z0-9_-]{40,}/ },
   // The Xero sandbox's access tokens are JWTs, as Xero's are.
