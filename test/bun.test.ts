@@ -5,9 +5,13 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
+import { startHeartbeatSink } from './support/heartbeat-sink.js';
 import { type Cluster, startCluster } from './support/postgres.js';
+import { startSentrySink } from './support/sentry-sink.js';
 import { repoRoot, type ServerProcess, spawnServer } from './support/server.js';
+import { until } from './support/until.js';
 
 const bun = resolve(repoRoot, 'node_modules/.bin/bun');
 const entry = resolve(repoRoot, 'src/runtime/bun.ts');
@@ -38,6 +42,61 @@ async function readyz(server: ServerProcess) {
 }
 
 describe('Bun entry', () => {
+  it('records its tick runs: /healthz/ticks, Sentry check-ins and heartbeats', async () => {
+    const url = await freshDatabase(cluster);
+    const [sandbox, sentry, heartbeats] = await Promise.all([
+      startXeroSandbox({ port: 0 }),
+      startSentrySink(),
+      startHeartbeatSink(),
+    ]);
+    const server = await spawnBun({
+      DATABASE_URL: url,
+      XERO_API_URL: sandbox.url,
+      XERO_IDENTITY_URL: `${sandbox.url}/identity`,
+      XERO_CLIENT_ID: 'sandbox-client',
+      XERO_CLIENT_SECRET: 'sandbox-secret',
+      TICK_INTERVAL_MS: '500',
+      SENTRY_DSN: sentry.dsn,
+      TICK_HEARTBEAT_URL_REFRESH_TOKENS: heartbeats.urlFor('refresh'),
+      FLY_MACHINE_ID: 'bun-1',
+    });
+    try {
+      await server.waitForReady();
+      const { body } = await until(
+        async () => {
+          const res = await server.get('/healthz/ticks');
+          return {
+            status: res.status,
+            body: (await res.json()) as {
+              ticks: Record<
+                string,
+                { status: string; last_success_at: string | null; instances: { instance: string }[] }
+              >;
+            },
+          };
+        },
+        (h) => h.status === 200 && Object.values(h.body.ticks).every((t) => t.last_success_at !== null),
+        10_000,
+      );
+      expect(Object.keys(body.ticks).sort()).toEqual(['push-invoices', 'refresh-tokens']);
+      expect(body.ticks['push-invoices']?.instances.map((i) => i.instance)).toEqual(['bun-1']);
+      await until(
+        async () => sentry.items.filter((i) => i.header.type === 'check_in' && i.payload.status === 'ok'),
+        (items) => items.length > 0,
+        5000,
+      );
+      await until(
+        async () => heartbeats.pings.filter((p) => p.check === 'refresh' && p.signal === 'success'),
+        (pings) => pings.length > 0,
+        5000,
+      );
+      expect(await server.stop()).toBe(0);
+    } finally {
+      server.kill('SIGKILL');
+      await Promise.allSettled([sandbox.close(), sentry.close(), heartbeats.close()]);
+    }
+  });
+
   it('uses the bun binary pinned in devDependencies', () => {
     const pkg = JSON.parse(readFileSync(resolve(repoRoot, 'package.json'), 'utf8')) as {
       devDependencies: Record<string, string>;

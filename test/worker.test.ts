@@ -9,7 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
+import { startHeartbeatSink } from './support/heartbeat-sink.js';
 import { type Cluster, startCluster } from './support/postgres.js';
+import { startSentrySink } from './support/sentry-sink.js';
 import { repoRoot, TEST_TOKEN_KEY } from './support/server.js';
 import {
   captureLog,
@@ -221,4 +223,87 @@ describe('the Worker in workerd', () => {
     expect(rows[0].status).toBe('pushed');
     expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(1);
   });
+
+  it('tick health: scheduled() records runs and checks in with its crontab; a cron that stops firing turns overdue', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    await (await openDatabase(url, log)).close();
+    const [sentry, heartbeats] = await Promise.all([startSentrySink(), startHeartbeatSink()]);
+    try {
+      const interval = 1000;
+      const mf = worker({
+        DATABASE_URL: neonUrl(url),
+        ...xeroBindings(),
+        TICK_INTERVAL_MS: String(interval),
+        SENTRY_DSN: sentry.dsn,
+        TICK_HEARTBEAT_URL_PUSH_INVOICES: heartbeats.urlFor('push'),
+      });
+      // No cron has fired yet, and an isolate has no start to wait from: overdue at once.
+      const before = await tickHealth(mf);
+      expect(before.status).toBe(503);
+      expect(before.body.ticks['push-invoices']).toMatchObject({ status: 'overdue', overdue: true });
+
+      await scheduled(mf);
+      const after = await tickHealth(mf);
+      expect(after.status).toBe(200);
+      for (const tick of ['push-invoices', 'refresh-tokens']) {
+        expect(after.body.ticks[tick]).toMatchObject({
+          status: 'ok',
+          overdue: false,
+          consecutive_failures: 0,
+        });
+        // Every invocation, in whichever isolate, writes the same row: the cron is the instance.
+        expect(after.body.ticks[tick]?.instances.map((i) => i.instance)).toEqual(['worker']);
+      }
+      const metrics = await (await mf.dispatchFetch('http://worker/metrics')).text();
+      expect(metrics).toMatch(
+        /^honest_health_tick_last_success_timestamp_seconds\{tick="push-invoices"\} \d/m,
+      );
+      expect(metrics).toMatch(/^honest_health_tick_consecutive_failures\{tick="push-invoices"\} 0$/m);
+
+      // scheduled() flushed its check-ins before returning: in_progress then ok, on the trigger's crontab.
+      const pushCheckIns = sentry.items.filter(
+        (i) => i.header.type === 'check_in' && i.payload.monitor_slug === 'push-invoices',
+      );
+      expect(pushCheckIns.map((i) => i.payload.status)).toEqual(['in_progress', 'ok']);
+      expect(pushCheckIns[1]?.payload).toMatchObject({
+        check_in_id: pushCheckIns[0]?.payload.check_in_id,
+        monitor_config: {
+          schedule: { type: 'crontab', value: '* * * * *' },
+          checkin_margin: expect.any(Number),
+        },
+      });
+      expect(heartbeats.pings.map((p) => p.signal)).toEqual(['start', 'success']);
+
+      // The cron stops firing: after K (3) intervals without a scheduled() call, both ticks are overdue.
+      const stoppedAt = Date.now();
+      const overdue = await until(
+        () => tickHealth(mf),
+        (h) => h.status === 503,
+        10 * interval,
+        100,
+      );
+      expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual(2 * interval);
+      for (const tick of ['push-invoices', 'refresh-tokens']) {
+        expect(overdue.body.ticks[tick]).toMatchObject({
+          status: 'overdue',
+          overdue: true,
+          consecutive_failures: 0,
+        });
+      }
+    } finally {
+      await Promise.allSettled([sentry.close(), heartbeats.close()]);
+    }
+  });
 });
+
+async function tickHealth(mf: Miniflare) {
+  const res = await mf.dispatchFetch('http://worker/healthz/ticks');
+  return {
+    status: res.status,
+    body: (await res.json()) as {
+      status: string;
+      ticks: Record<string, { status: string; overdue: boolean; instances: { instance: string }[] }>;
+    },
+  };
+}

@@ -83,6 +83,8 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
   }
 
   const log = createLogger(config.logLevel);
+  // Heartbeats are advisory: a malformed URL is a warning naming the variable (never its value).
+  for (const problem of tickHealthConfig.warnings) log.warn('tick heartbeat misconfigured', { problem });
   const telemetryConfig = loadTelemetryConfig(runtime.env);
   // No-ops until the telemetry step swaps in prom-client and, with an exporter, OpenTelemetry.
   const telemetry = createTelemetry();
@@ -180,18 +182,6 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
       },
     },
     { name: 'logging', kind: 'hard', run: () => log.debug('logging configured', { level: config.logLevel }) },
-    {
-      // Heartbeats are advisory: a malformed URL is a warning (naming the variable, never its value).
-      name: 'tick monitoring',
-      kind: 'advisory',
-      run: () => {
-        for (const problem of tickHealthConfig.warnings)
-          log.warn('tick heartbeat misconfigured', { problem });
-        if (tickHealthConfig.warnings.length > 0) {
-          throw new Error(`${tickHealthConfig.warnings.length} heartbeat setting(s) ignored`);
-        }
-      },
-    },
     {
       name: 'error tracking',
       kind: 'advisory',
