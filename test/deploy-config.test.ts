@@ -6,7 +6,8 @@ import { parse } from 'smol-toml';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/platform/config.js';
 import { ReadinessGate } from '../src/platform/gate.js';
-import { healthRoutes } from '../src/platform/health.js';
+import { healthRoutes, LIVENESS_PATHS } from '../src/platform/health.js';
+import { TICK_HEALTH_PATH } from '../src/platform/jobs/tick-health-route.js';
 import { repoRoot } from './support/server.js';
 
 const read = (file: string) => readFileSync(resolve(repoRoot, file), 'utf8');
@@ -97,6 +98,16 @@ describe('fly.toml', () => {
       expect(res.status, path).toBe(200);
       expect(await res.json()).toMatchObject({ status: 'ok' });
     }
+  });
+
+  it('monitors /healthz/ticks with a top-level check, never a routing one', () => {
+    const ticks = fly.checks.ticks;
+    expect(ticks).toMatchObject({ type: 'http', port: defaults.port, method: 'GET', path: TICK_HEALTH_PATH });
+    expect(fly.http_service.checks.map((c) => c.path)).not.toContain(TICK_HEALTH_PATH);
+    // It reads the database (bounded by PROBE_TIMEOUT_MS): Fly must wait longer than that.
+    expect(seconds(ticks?.timeout) * 1000).toBeGreaterThan(defaults.probeTimeoutMs);
+    // Tick health is not liveness: /healthz stays dependency-free.
+    expect(LIVENESS_PATHS.has(TICK_HEALTH_PATH)).toBe(false);
   });
 
   it('sends SIGTERM and waits longer than the drain budget before SIGKILL', () => {

@@ -6,6 +6,8 @@ import { withTimeout } from '../timeout.js';
 import { evaluateTickHealth, type MonitoredTick, type TickHealthPolicy } from './tick-health.js';
 import { readTickHealth, tickErrorCode } from './tick-health-store.js';
 
+export const TICK_HEALTH_PATH = '/healthz/ticks';
+
 export interface TickHealthEndpoint {
   /** The pool to read from: the probe's on Node and Bun, so a busy application pool cannot stall it. */
   pool(): DatabasePool;
@@ -27,7 +29,7 @@ export interface TickHealthEndpoint {
  */
 export function tickHealthRoutes(endpoint: TickHealthEndpoint): Hono {
   const routes = new Hono();
-  routes.get('/healthz/ticks', async (c) => {
+  routes.get(TICK_HEALTH_PATH, async (c) => {
     if (!hasMetricsToken(c.req.header('authorization'), endpoint.token)) return unauthorized();
     const headers = { 'cache-control': 'no-store' };
     try {
