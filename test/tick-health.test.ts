@@ -1,12 +1,20 @@
+import type { AddressInfo } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { disabledErrorTracker } from '../src/platform/error-tracking.js';
+import { createTickRunner } from '../src/platform/jobs/tick.js';
+import { evaluateTickHealth } from '../src/platform/jobs/tick-health.js';
+import { readTickHealth, recordTickFinish, tickErrorCode } from '../src/platform/jobs/tick-health-store.js';
+import { intervalMonitorConfig, TickMonitor } from '../src/platform/jobs/tick-monitor.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { freshDatabase } from './support/databases.js';
 import { HEARTBEAT_TEST_KEY, type HeartbeatSink, startHeartbeatSink } from './support/heartbeat-sink.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { parsePrometheus, sample } from './support/prometheus.js';
 import { type SentrySink, startSentrySink } from './support/sentry-sink.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
-import type { Sandbox } from './support/ticks.js';
+import { captureLog, openDatabase, type Sandbox } from './support/ticks.js';
 import { until } from './support/until.js';
 
 // Tick health end to end, on the built Node server: a real Postgres where the app connects as an
@@ -278,5 +286,132 @@ describe('tick health on Node', () => {
       5000,
     );
     expect(JSON.stringify(server.logs) + server.output.join('\n')).not.toContain(HEARTBEAT_TEST_KEY);
+  });
+});
+
+describe('tick health, in process', () => {
+  it('a heartbeat that never answers delays no tick: the run ends at once, the ping gives up at its timeout', async () => {
+    const url = await freshDatabase(cluster);
+    const { log, lines } = captureLog();
+    const handle = await openDatabase(url, log);
+    // Accepts connections and never answers: the worst a heartbeat service can do.
+    const sockets: Socket[] = [];
+    const blackHole = createServer((socket) => void sockets.push(socket));
+    await new Promise<void>((done) => blackHole.listen(0, '127.0.0.1', done));
+    const port = (blackHole.address() as AddressInfo).port;
+    try {
+      const monitor = new TickMonitor({
+        database: handle,
+        instanceId: 'in-process',
+        log,
+        errors: disabledErrorTracker,
+        heartbeats: new Map([['slow', `http://127.0.0.1:${port}/${HEARTBEAT_TEST_KEY}/slow`]]),
+        monitorConfig: () => intervalMonitorConfig(60_000, 3, 2),
+        timeoutMs: 2000,
+        heartbeatTimeoutMs: 1500,
+      });
+      const runTick = createTickRunner(handle, log, disabledErrorTracker, { monitor });
+      const started = performance.now();
+      expect(await runTick('slow', async () => 'done')).toBe('done');
+      const tickMs = performance.now() - started;
+      // The tick is done while its start ping still hangs.
+      expect(lines.some((l) => l.msg === 'heartbeat ping failed')).toBe(false);
+      await monitor.idle();
+      const settledMs = performance.now() - started;
+      // The run is recorded, whatever became of the ping.
+      const snapshot = await readTickHealth(handle.pool);
+      expect(snapshot.rows).toEqual([
+        expect.objectContaining({ tick: 'slow', instanceId: 'in-process', consecutiveFailures: 0 }),
+      ]);
+      expect(lines.find((l) => l.msg === 'heartbeat ping failed')).toMatchObject({
+        tick: 'slow',
+        signal: 'start',
+        reason: 'timeout',
+        heartbeat: `http://127.0.0.1:${port}/[redacted]`,
+      });
+      expect(JSON.stringify(lines)).not.toContain(HEARTBEAT_TEST_KEY);
+      console.log(
+        `result: tick_with_hung_heartbeat_ms=${Math.round(tickMs)} reports_settled_ms=${Math.round(settledMs)}`,
+      );
+      // The end ping waited for the start ping (order kept), then timed out in its turn.
+      expect(lines.filter((l) => l.msg === 'heartbeat ping failed').map((l) => l.signal)).toEqual([
+        'start',
+        'success',
+      ]);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((done) => blackHole.close(done));
+      await handle.close();
+    }
+  });
+
+  it('stays bounded: a write prunes the rows of instances not heard from in 7 days', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    const handle = await openDatabase(url, log);
+    try {
+      await handle.pool.query(
+        `INSERT INTO tick_health (tick, instance_id, updated_at) VALUES ('t', 'gone', now() - interval '8 days'), ('t', 'recent', now() - interval '6 days')`,
+      );
+      await recordTickFinish(handle.pool, 't', 'alive', '42501');
+      await recordTickFinish(handle.pool, 't', 'alive', '42501');
+      const { rows } = await readTickHealth(handle.pool);
+      expect(rows.map((r) => r.instanceId).sort()).toEqual(['alive', 'recent']);
+      expect(rows.find((r) => r.instanceId === 'alive')).toMatchObject({
+        consecutiveFailures: 2,
+        lastErrorCode: '42501',
+        successMs: null,
+      });
+    } finally {
+      await handle.close();
+    }
+  });
+
+  it('judges ticks: pending while the process is young, failing per instance, stale instances ignored', () => {
+    const now = Date.parse('2026-12-01T10:00:00Z');
+    const ticks = [{ name: 'push', intervalMs: 60_000 }];
+    const policy = { intervals: 3, failures: 2 };
+    const row = (instanceId: string, agoMs: number, failures: number, successAgoMs: number | null) => ({
+      tick: 'push',
+      instanceId,
+      startedMs: now - agoMs,
+      finishedMs: now - agoMs,
+      successMs: successAgoMs === null ? null : now - successAgoMs,
+      failureMs: failures > 0 ? now - agoMs : null,
+      consecutiveFailures: failures,
+      lastErrorCode: failures > 0 ? '42501' : null,
+    });
+    const judge = (rows: ReturnType<typeof row>[], startedAtMs?: number) =>
+      evaluateTickHealth({ nowMs: now, rows }, ticks, { ...policy, ...(startedAtMs ? { startedAtMs } : {}) })
+        .ticks.push;
+    expect(judge([], now - 60_000)?.status).toBe('pending');
+    expect(judge([], now - 200_000)?.status).toBe('overdue');
+    expect(judge([])?.status).toBe('overdue');
+    expect(judge([row('a', 30_000, 0, 30_000)])?.status).toBe('ok');
+    // One failure is not yet "run after run".
+    expect(judge([row('a', 30_000, 1, 90_000)])?.status).toBe('ok');
+    expect(judge([row('a', 30_000, 0, 30_000), row('b', 30_000, 2, null)])).toMatchObject({
+      status: 'failing',
+      failing_instances: ['b'],
+      last_error_code: '42501',
+    });
+    // A replica that failed and then went away (nothing for K intervals) no longer counts.
+    expect(judge([row('a', 30_000, 0, 30_000), row('b', 400_000, 5, null)])?.status).toBe('ok');
+    // Runs that start but never succeed, on no single instance twice in a row: still overdue.
+    expect(judge([row('a', 30_000, 1, 500_000)])?.status).toBe('overdue');
+  });
+
+  it('records a code, never a message', () => {
+    const drizzleWrapped = new Error('Failed query: update ... params: secret', {
+      cause: Object.assign(new Error('permission denied for table invoice_pushes'), { code: '42501' }),
+    });
+    expect(tickErrorCode(drizzleWrapped)).toBe('42501');
+    expect(tickErrorCode(Object.assign(new Error('Xero answered 503'), { status: 503 }))).toBe('503');
+    expect(
+      tickErrorCode(
+        new Error('fetch failed', { cause: Object.assign(new Error('x'), { code: 'ECONNREFUSED' }) }),
+      ),
+    ).toBe('ECONNREFUSED');
+    expect(tickErrorCode(new Error('something with a token in it'))).toBe('error');
   });
 });

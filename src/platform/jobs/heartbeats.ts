@@ -38,12 +38,12 @@ export async function ping(
   base: string,
   signal: HeartbeatSignal,
   tick: string,
-  { log, timeoutMs = HEARTBEAT_TIMEOUT_MS, fetch: send = fetch }: HeartbeatOptions,
+  { log, timeoutMs, fetch: send = fetch }: HeartbeatOptions,
 ): Promise<void> {
   try {
     const res = await send(heartbeatUrlFor(base, signal), {
       method: 'GET',
-      signal: AbortSignal.timeout(timeoutMs),
+      signal: AbortSignal.timeout(timeoutMs ?? HEARTBEAT_TIMEOUT_MS),
     });
     // Drain the body so the connection can be reused (and so workerd does not warn).
     await res.arrayBuffer().catch(() => undefined);

@@ -18,6 +18,8 @@ export interface TickMonitorOptions {
   monitorConfig(tick: string): MonitorConfig;
   /** Bounds each record; a database too slow to take it leaves the tick's health stale, not the tick. */
   timeoutMs: number;
+  /** Bounds each heartbeat ping (HEARTBEAT_TIMEOUT_MS, 5 s, by default). */
+  heartbeatTimeoutMs?: number;
 }
 
 export interface TickRun {
@@ -49,7 +51,9 @@ export class TickMonitor {
       errors.checkIn?.({ monitorSlug: tick, status: 'in_progress' }, monitorConfig),
     );
     const heartbeat = heartbeats.get(tick);
-    const pinged = heartbeat ? this.#track(ping(heartbeat, 'start', tick, { log })) : undefined;
+    const pinged = heartbeat
+      ? this.#track(ping(heartbeat, 'start', tick, { log, timeoutMs: this.options.heartbeatTimeoutMs }))
+      : undefined;
     let finished = false;
     return {
       finish: (err) => {
@@ -72,7 +76,12 @@ export class TickMonitor {
         );
         if (heartbeat && pinged) {
           this.#track(
-            pinged.then(() => ping(heartbeat, code === undefined ? 'success' : 'fail', tick, { log })),
+            pinged.then(() =>
+              ping(heartbeat, code === undefined ? 'success' : 'fail', tick, {
+                log,
+                timeoutMs: this.options.heartbeatTimeoutMs,
+              }),
+            ),
           );
         }
       },
