@@ -3,8 +3,10 @@ import { createServer, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { disabledErrorTracker } from '../src/platform/error-tracking.js';
+import { heartbeatUrlFor, redactHeartbeatUrl } from '../src/platform/jobs/heartbeats.js';
 import { createTickRunner } from '../src/platform/jobs/tick.js';
 import { evaluateTickHealth } from '../src/platform/jobs/tick-health.js';
+import { loadTickHealthConfig } from '../src/platform/jobs/tick-health-config.js';
 import { readTickHealth, recordTickFinish, tickErrorCode } from '../src/platform/jobs/tick-health-store.js';
 import { intervalMonitorConfig, TickMonitor } from '../src/platform/jobs/tick-monitor.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
@@ -413,5 +415,36 @@ describe('tick health, in process', () => {
       ),
     ).toBe('ECONNREFUSED');
     expect(tickErrorCode(new Error('something with a token in it'))).toBe('error');
+  });
+
+  it('validates its settings: a bad K fails boot, a bad heartbeat URL is only a warning naming the variable', () => {
+    expect(() =>
+      loadTickHealthConfig({ TICK_HEALTH_INTERVALS: '0', TICK_HEALTH_FAILURES: 'x' }, ['push-invoices']),
+    ).toThrow(/TICK_HEALTH_INTERVALS .*TICK_HEALTH_FAILURES/);
+    const secret = `https//hc-ping.example/${HEARTBEAT_TEST_KEY}`;
+    const config = loadTickHealthConfig(
+      {
+        TICK_HEARTBEAT_URL_PUSH_INVOICES: secret,
+        TICK_HEARTBEAT_URL_REFRESH_TOKENS: 'https://hc-ping.example/uuid',
+        TICK_HEARTBEAT_URL_PUSH: 'https://hc-ping.example/other',
+      },
+      ['push-invoices', 'refresh-tokens'],
+    );
+    expect(config.policy).toEqual({ intervals: 3, failures: 2 });
+    expect([...config.heartbeats.keys()]).toEqual(['refresh-tokens']);
+    expect(config.warnings).toHaveLength(2);
+    expect(config.warnings[0]).toMatch(/^TICK_HEARTBEAT_URL_PUSH_INVOICES /);
+    expect(config.warnings[1]).toMatch(/^TICK_HEARTBEAT_URL_PUSH names no enabled tick/);
+    expect(config.warnings.join(' ')).not.toContain(HEARTBEAT_TEST_KEY);
+    expect(heartbeatUrlFor('https://hc-ping.example/uuid/', 'fail')).toBe(
+      'https://hc-ping.example/uuid/fail',
+    );
+    expect(heartbeatUrlFor('https://hc-ping.example/key/slug?create=1', 'start')).toBe(
+      'https://hc-ping.example/key/slug/start?create=1',
+    );
+    expect(heartbeatUrlFor('https://hc-ping.example/uuid', 'success')).toBe('https://hc-ping.example/uuid');
+    expect(redactHeartbeatUrl(`https://hc-ping.example/${HEARTBEAT_TEST_KEY}/x`)).toBe(
+      'https://hc-ping.example/[redacted]',
+    );
   });
 });
