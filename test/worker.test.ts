@@ -279,7 +279,8 @@ describe('the Worker in workerd', () => {
       const stoppedAt = Date.now();
       const overdue = await until(
         () => tickHealth(mf),
-        (h) => h.status === 503,
+        // Refresh runs first in an invocation, so it turns overdue a few milliseconds before push.
+        (h) => h.status === 503 && Object.values(h.body.ticks).every((t) => t.overdue),
         10 * interval,
         100,
       );
@@ -295,6 +296,66 @@ describe('the Worker in workerd', () => {
       await Promise.allSettled([sentry.close(), heartbeats.close()]);
     }
   });
+
+  it('tick health: the app role loses UPDATE on invoice_pushes, every cron run fails with 42501: failing, error check-ins, /fail; grant back: ok', async () => {
+    const role = `worker_app_${process.pid}`;
+    const name = `worker_ticks_${process.pid}`;
+    await cluster.query(`CREATE ROLE ${role} LOGIN NOSUPERUSER`);
+    await cluster.query(`CREATE DATABASE ${name} OWNER ${role}`);
+    const url = `postgres://${role}@127.0.0.1:${cluster.port}/${name}`;
+    const { log } = captureLog();
+    await (await openDatabase(url, log)).close();
+    const asSuperuser = async (statement: string) => {
+      const client = new pg.Client(cluster.url(name));
+      await client.connect();
+      await client.query(statement).finally(() => client.end());
+    };
+    const [sentry, heartbeats] = await Promise.all([startSentrySink(), startHeartbeatSink()]);
+    try {
+      const mf = worker({
+        DATABASE_URL: neonUrl(url),
+        ...xeroBindings(),
+        SENTRY_DSN: sentry.dsn,
+        TICK_HEARTBEAT_URL_PUSH_INVOICES: heartbeats.urlFor('push'),
+      });
+      await scheduled(mf);
+      expect((await tickHealth(mf)).status).toBe(200);
+
+      await asSuperuser(`REVOKE UPDATE ON invoice_pushes FROM ${role}`);
+      await scheduled(mf);
+      await scheduled(mf);
+      const failing = await tickHealth(mf);
+      expect(failing.status).toBe(503);
+      expect(failing.body.ticks['push-invoices']).toMatchObject({
+        status: 'failing',
+        last_error_code: '42501',
+        failing_instances: ['worker'],
+      });
+      expect(failing.body.ticks['refresh-tokens']?.status).toBe('ok');
+      expect((await readyz(mf)).status).toBe(200);
+      const statuses = sentry.items
+        .filter((i) => i.header.type === 'check_in' && i.payload.monitor_slug === 'push-invoices')
+        .map((i) => i.payload.status);
+      expect(statuses).toEqual(['in_progress', 'ok', 'in_progress', 'error', 'in_progress', 'error']);
+      expect(heartbeats.pings.map((p) => p.signal)).toEqual([
+        'start',
+        'success',
+        'start',
+        'fail',
+        'start',
+        'fail',
+      ]);
+
+      await asSuperuser(`GRANT UPDATE ON invoice_pushes TO ${role}`);
+      await scheduled(mf);
+      const recovered = await tickHealth(mf);
+      expect(recovered.status).toBe(200);
+      expect(recovered.body.ticks['push-invoices']).toMatchObject({ status: 'ok', consecutive_failures: 0 });
+      expect(heartbeats.pings.at(-1)?.signal).toBe('success');
+    } finally {
+      await Promise.allSettled([sentry.close(), heartbeats.close()]);
+    }
+  });
 });
 
 async function tickHealth(mf: Miniflare) {
@@ -303,7 +364,17 @@ async function tickHealth(mf: Miniflare) {
     status: res.status,
     body: (await res.json()) as {
       status: string;
-      ticks: Record<string, { status: string; overdue: boolean; instances: { instance: string }[] }>;
+      ticks: Record<
+        string,
+        {
+          status: string;
+          overdue: boolean;
+          consecutive_failures: number;
+          last_error_code: string | null;
+          failing_instances: string[];
+          instances: { instance: string }[];
+        }
+      >;
     },
   };
 }
