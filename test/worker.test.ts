@@ -312,8 +312,10 @@ describe('the Worker in workerd', () => {
     };
     const [sentry, heartbeats] = await Promise.all([startSentrySink(), startHeartbeatSink()]);
     try {
+      // Over Neon's HTTP driver throughout: no sessions, so every tick health record is one statement.
       const mf = worker({
         DATABASE_URL: neonUrl(url),
+        DATABASE_DRIVER: 'neon-http',
         ...xeroBindings(),
         SENTRY_DSN: sentry.dsn,
         TICK_HEARTBEAT_URL_PUSH_INVOICES: heartbeats.urlFor('push'),
