@@ -262,7 +262,7 @@ async function seedOrganizations(url: string, sandbox: Sandbox): Promise<void> {
       );
     }
     // Access tokens valid for the whole run: no token refresh, no push deferred for want of a token.
-    await handle.db.execute(sql`UPDATE xero_connections SET access_expires_at = now() + interval '1 hour'`);
+    await handle.db.execute(sql`UPDATE xero_grants SET access_expires_at = now() + interval '1 hour'`);
   } finally {
     await handle.close();
   }

@@ -42,8 +42,19 @@ afterAll(async () => {
 
 const auth = (key: string) => ({ authorization: `Bearer ${key}` });
 
-/** Walks the browser's part: our redirect to Xero, Xero's (auto-approving) redirect back to us. */
-async function authorize(key: string): Promise<string> {
+/**
+ * Walks the browser's part: our redirect to Xero, Xero's (auto-approving) redirect back to us. `plan`
+ * says which tenants the user ticks (and, for a test, which scopes Xero grants).
+ */
+async function authorize(
+  key: string,
+  plan: { tenantIds?: string[]; grantScope?: string } = {},
+): Promise<string> {
+  sandbox.state.authorizePlans.push({
+    deny: false,
+    tenantIds: plan.tenantIds ?? [sandbox.state.createTenant({ name: `Tenant ${crypto.randomUUID()}` }).id],
+    grantScope: plan.grantScope ?? null,
+  });
   const start = await server.get('/connect/xero', { headers: auth(key), redirect: 'manual' });
   expect(start.status).toBe(302);
   const toXero = new URL(start.headers.get('location') ?? '');
@@ -83,7 +94,7 @@ describe('the Xero connect flow', () => {
     // Tokens are stored encrypted, never in the clear.
     const db = new pg.Client(url);
     await db.connect();
-    const stored = await db.query('SELECT access_token_enc, refresh_token_enc FROM xero_connections');
+    const stored = await db.query('SELECT access_token_enc, refresh_token_enc FROM xero_grants');
     await db.end();
     expect(JSON.stringify(stored.rows)).not.toMatch(/eyJ/);
 
@@ -123,39 +134,141 @@ describe('the Xero connect flow', () => {
     expect((await server.get('/connect/xero')).status).toBe(401);
   });
 
-  it('keeps organizations apart and disconnects, revoking at Xero', async () => {
-    const a = await createOrg(url, 'Tenant A');
-    const b = await createOrg(url, 'Tenant B');
+  it('keeps organizations apart: one Xero user connecting two organizations hands each only its own tenants', async () => {
+    const a = await createOrg(url, 'Bookkeeper client A');
+    const b = await createOrg(url, 'Bookkeeper client B');
     await waitForKey(server, a.apiKey);
     await waitForKey(server, b.apiKey);
-    const done = await fetch(await authorize(a.apiKey));
-    const { connected } = (await done.json()) as { connected: { id: string }[] };
-    const connectionId = connected[0]?.id ?? '';
+    const tenantA = sandbox.state.createTenant({ name: 'A Ltd', accountCodes: null }).id;
+    const tenantB = sandbox.state.createTenant({ name: 'B Ltd', accountCodes: null }).id;
 
-    const asB = (await (await server.get('/api/connections', { headers: auth(b.apiKey) })).json()) as {
-      data: unknown[];
+    // The same Xero user (the sandbox has one) approves A's tenant for A, then B's for B. Xero's
+    // /connections now lists both tenants for that user; B must get only the tenant of its own consent.
+    const doneA = (await (await fetch(await authorize(a.apiKey, { tenantIds: [tenantA] }))).json()) as {
+      connected: { id: string; tenantId: string }[];
     };
-    expect(asB.data).toEqual([]);
-    const bDeletes = await server.get(`/api/connections/${connectionId}`, {
+    expect(doneA.connected.map((c) => c.tenantId)).toEqual([tenantA]);
+    const doneB = (await (await fetch(await authorize(b.apiKey, { tenantIds: [tenantB] }))).json()) as {
+      connected: { id: string; tenantId: string }[];
+      refused: unknown[];
+    };
+    expect(doneB.connected.map((c) => c.tenantId)).toEqual([tenantB]);
+    // A's tenant was never even offered to B: it is not part of B's consent.
+    expect(doneB.refused).toEqual([]);
+
+    const list = async (key: string) =>
+      (
+        (await (await server.get('/api/connections', { headers: auth(key) })).json()) as {
+          data: { id: string; tenantId: string }[];
+        }
+      ).data;
+    expect((await list(a.apiKey)).map((c) => c.tenantId)).toEqual([tenantA]);
+    expect((await list(b.apiKey)).map((c) => c.tenantId)).toEqual([tenantB]);
+
+    // Each pushes only to its own tenant.
+    for (const org of [a, b]) {
+      const res = await server.get('/api/invoices', {
+        method: 'POST',
+        headers: {
+          ...auth(org.apiKey),
+          'content-type': 'application/json',
+          'idempotency-key': `own-${org.id}`,
+        },
+        body: JSON.stringify(invoiceBody()),
+      });
+      expect(res.status).toBe(202);
+    }
+    await until(
+      async () => sandbox.state.statsSnapshot().invoicesCreated,
+      (n) => n[tenantA] === 1 && n[tenantB] === 1,
+      10_000,
+    );
+
+    // B's user ticks A's tenant too: it is refused (held by A), never moved to B.
+    const again = await fetch(await authorize(b.apiKey, { tenantIds: [tenantA, tenantB] }));
+    expect(again.status).toBe(200);
+    const third = (await again.json()) as {
+      connected: { tenantId: string }[];
+      refused: { tenantId: string; reason: string }[];
+    };
+    expect(third.connected.map((c) => c.tenantId)).toEqual([tenantB]);
+    expect(third.refused).toEqual([
+      expect.objectContaining({ tenantId: tenantA, reason: 'held_by_another_organization' }),
+    ]);
+    expect((await list(a.apiKey)).map((c) => c.tenantId)).toEqual([tenantA]);
+    expect((await list(b.apiKey)).map((c) => c.tenantId)).toEqual([tenantB]);
+
+    // Neither can disconnect the other's tenant.
+    const aConnection = (await list(a.apiKey))[0]?.id ?? '';
+    const bDeletes = await server.get(`/api/connections/${aConnection}`, {
       method: 'DELETE',
       headers: auth(b.apiKey),
     });
     expect(bDeletes.status).toBe(404);
+  });
 
-    const revocations = sandbox.state.statsSnapshot().revocations;
-    const aDeletes = await server.get(`/api/connections/${connectionId}`, {
-      method: 'DELETE',
-      headers: auth(a.apiKey),
-    });
-    expect(aDeletes.status).toBe(204);
-    const asA = (await (await server.get('/api/connections', { headers: auth(a.apiKey) })).json()) as {
+  it('says so when the granted scopes cannot create invoices', async () => {
+    const org = await createOrg(url, 'Narrow Scope Co');
+    await waitForKey(server, org.apiKey);
+    const done = await fetch(
+      await authorize(org.apiKey, { grantScope: 'offline_access accounting.contacts' }),
+    );
+    expect(done.status).toBe(400);
+    const body = (await done.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('xero_scope_missing');
+    expect(body.error.message).toMatch(/accounting\.invoices/);
+    const list = (await (await server.get('/api/connections', { headers: auth(org.apiKey) })).json()) as {
       data: unknown[];
     };
-    expect(asA.data).toEqual([]);
+    expect(list.data).toEqual([]);
+  });
+
+  it('disconnects one tenant with DELETE /connections/{id}, and revokes only when the last one leaves', async () => {
+    const org = await createOrg(url, 'Three Tenants Co');
+    await waitForKey(server, org.apiKey);
+    const tenants = [1, 2, 3].map((i) => sandbox.state.createTenant({ name: `Three ${i}` }).id);
+    const done = (await (await fetch(await authorize(org.apiKey, { tenantIds: tenants }))).json()) as {
+      connected: { id: string; tenantId: string }[];
+    };
+    expect(done.connected).toHaveLength(3);
+    const grant = sandbox.state.identity.grants().find((g) => g.connections.has(tenants[0] as string));
+    expect(grant?.connections.size).toBe(3);
+
+    const before = sandbox.state.statsSnapshot();
+    const del = (id: string) =>
+      server.get(`/api/connections/${id}`, { method: 'DELETE', headers: auth(org.apiKey) });
+    expect((await del(done.connected[0]?.id ?? '')).status).toBe(204);
     await until(
-      async () => sandbox.state.statsSnapshot().revocations,
-      (n) => n === revocations + 1,
+      async () => sandbox.state.statsSnapshot().disconnections,
+      (n) => n === before.disconnections + 1,
       5000,
     );
+    expect(grant?.connections.has(tenants[0] as string)).toBe(false);
+    expect(grant?.connections.size).toBe(2);
+    expect(sandbox.state.statsSnapshot().revocations).toBe(before.revocations);
+
+    expect((await del(done.connected[1]?.id ?? '')).status).toBe(204);
+    await until(
+      async () => sandbox.state.statsSnapshot().disconnections,
+      (n) => n === before.disconnections + 2,
+      5000,
+    );
+    expect(sandbox.state.statsSnapshot().revocations).toBe(before.revocations);
+
+    // The last tenant of the grant: now the refresh token is revoked, which drops the grant at Xero.
+    expect((await del(done.connected[2]?.id ?? '')).status).toBe(204);
+    await until(
+      async () => sandbox.state.statsSnapshot().revocations,
+      (n) => n === before.revocations + 1,
+      5000,
+    );
+    expect(grant?.revokedAt).not.toBeNull();
+    const db = new pg.Client(url);
+    await db.connect();
+    const grants = await db.query('SELECT count(*)::int AS n FROM xero_grants WHERE organization_id = $1', [
+      org.id,
+    ]);
+    await db.end();
+    expect(grants.rows[0].n).toBe(0);
   });
 });

@@ -74,9 +74,7 @@ describe('the incident, with the ticks', () => {
                '{"contact":{"name":"C"},"lineItems":[{"description":"x","quantity":"1","unitAmount":"1"}],"date":"2026-11-29","currency":"NZD"}'::jsonb,
                'queued'
         FROM generate_series(1, 20) AS n`);
-      await handle.db.execute(
-        sql`UPDATE xero_connections SET access_expires_at = now() + interval '5 minutes'`,
-      );
+      await handle.db.execute(sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes'`);
       await waitForReplay(primary, standby);
       await server.waitForLog((l) => l.msg === 'tick crashed' && l.tick === 'push-invoices', 15_000);
       expect(server.logs.some((l) => l.msg === 'database pool poisoned' && l.reason === '25006')).toBe(true);
@@ -94,9 +92,10 @@ describe('the incident, with the ticks', () => {
       const conn = await until(
         async () =>
           (
-            await direct.query('SELECT status, token_version FROM xero_connections WHERE id = $1', [
-              connectionId,
-            ])
+            await direct.query(
+              'SELECT c.status, g.token_version FROM xero_connections c JOIN xero_grants g ON g.id = c.grant_id WHERE c.id = $1',
+              [connectionId],
+            )
           ).rows[0],
         (c: { token_version: number; status: string }) => c.token_version === 2,
       );

@@ -142,7 +142,7 @@ describe('push tick, per push', () => {
         return box.open(sealed, ad);
       },
     };
-    const { org, connectionId, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Cache Co');
+    const { org, grantId, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Cache Co');
     const run = deps({ box: counting });
     for (const key of ['c-1', 'c-2', 'c-3']) {
       await queuePush(handle.db, org.id, key);
@@ -152,7 +152,7 @@ describe('push tick, per push', () => {
 
     // A refresh saves a new token version: the next push decrypts (and sends) the new token.
     await handle.db.execute(
-      sql`UPDATE xero_connections SET access_expires_at = now() + interval '5 minutes' WHERE id = ${connectionId}`,
+      sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes' WHERE id = ${grantId}`,
     );
     const refreshed = await refreshExpiringTokens(handle.db, {
       xero: createXeroClient(xeroConfigFor(sandbox)),

@@ -60,9 +60,7 @@ describe('two replicas', () => {
         FROM generate_series(1, ${PER_TENANT}) AS n`);
     }
     // Every access token expires within the refresh window: both replicas will want to refresh them.
-    await handle.db.execute(
-      sql`UPDATE xero_connections SET access_expires_at = now() + interval '9 minutes'`,
-    );
+    await handle.db.execute(sql`UPDATE xero_grants SET access_expires_at = now() + interval '9 minutes'`);
     const refreshesBefore = sandbox.state.statsSnapshot().refreshGrants;
     await handle.close();
 
@@ -87,7 +85,7 @@ describe('two replicas', () => {
       expect(rows[0]).toEqual({ ids: TENANTS * PER_TENANT, other: 0 });
       // Each connection refreshed once in this window, whichever replica got there first.
       expect(stats.refreshGrants - refreshesBefore).toBe(TENANTS);
-      const versions = await db.query('SELECT DISTINCT token_version FROM xero_connections');
+      const versions = await db.query('SELECT DISTINCT token_version FROM xero_grants');
       expect(versions.rows).toEqual([{ token_version: 2 }]);
       // Both replicas really worked the queue.
       expect(replicas.every((r) => r.child.exitCode === null)).toBe(true);

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrganization } from '../src/app/organizations.js';
-import { saveConnection } from '../src/app/xero/connections.js';
+import { authEventIdOf } from '../src/app/xero/client.js';
+import { saveGrant } from '../src/app/xero/connections.js';
 import { createSecretBox } from '../src/platform/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
@@ -83,10 +84,11 @@ describe('secrets', () => {
     const { tokens } = sandbox.state.createGrant({ tenantIds: [tenant.id] }) as unknown as {
       tokens: { access_token: string; refresh_token: string; expires_in: number };
     };
-    await saveConnection(handle.db, box, {
+    await saveGrant(handle.db, box, {
       organizationId: org.id,
-      tenantId: tenant.id,
-      tenantName: 'Secretive Ltd',
+      authEventId: authEventIdOf(tokens.access_token),
+      scope: null,
+      tenants: [{ tenantId: tenant.id, tenantName: 'Secretive Ltd', connectionId: null, authEventId: null }],
       tokens: {
         accessToken: tokens.access_token,
         refreshToken: tokens.refresh_token,
@@ -141,9 +143,9 @@ describe('secrets', () => {
       ).toBe(401);
 
       // A token refresh: the old refresh token goes to Xero, new tokens come back.
-      await direct.query(`UPDATE xero_connections SET access_expires_at = now() + interval '5 minutes'`);
+      await direct.query(`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes'`);
       await until(
-        async () => (await direct.query('SELECT token_version FROM xero_connections')).rows[0]?.token_version,
+        async () => (await direct.query('SELECT token_version FROM xero_grants')).rows[0]?.token_version,
         (v) => v === 2,
       );
 

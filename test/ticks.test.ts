@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backoffMs, type PushTickDeps, pushDueInvoices } from '../src/app/ticks/push-invoices.js';
 import { type RefreshTickDeps, refreshExpiringTokens } from '../src/app/ticks/refresh-tokens.js';
 import { createXeroClient } from '../src/app/xero/client.js';
+import { tokenContext } from '../src/app/xero/connections.js';
 import { TenantLimiter } from '../src/app/xero/tenant-limiter.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
 import { DatabaseUnavailableError } from '../src/platform/db/poison-retry.js';
@@ -253,26 +254,19 @@ describe('push tick', () => {
   });
 
   it('on 401 expires the access token so the refresh tick renews it first', async () => {
-    const { org, connectionId } = await connectedOrganization(handle.db, box, sandbox, 'Revoked Token Co');
+    const { org, grantId } = await connectedOrganization(handle.db, box, sandbox, 'Revoked Token Co');
     const id = await queuePush(handle.db, org.id, 'k-401');
     const client = new pg.Client(url);
     await client.connect();
-    const { rows } = await client.query(
-      'SELECT organization_id, tenant_id FROM xero_connections WHERE id = $1',
-      [connectionId],
+    const bogus = await box.seal('not-a-token', tokenContext({ id: grantId, sealContext: null }, 'access'));
+    await client.query(
+      'UPDATE xero_grants SET access_token_enc = $1, token_version = token_version + 1 WHERE id = $2',
+      [bogus, grantId],
     );
-    const bogus = await box.seal(
-      'not-a-token',
-      `xero:${rows[0].organization_id}:${rows[0].tenant_id}:access`,
-    );
-    await client.query('UPDATE xero_connections SET access_token_enc = $1 WHERE id = $2', [
-      bogus,
-      connectionId,
-    ]);
     await pushDueInvoices(handle.db, pushDeps());
     const conn = await client.query(
-      'SELECT access_expires_at <= now() AS expired FROM xero_connections WHERE id = $1',
-      [connectionId],
+      'SELECT access_expires_at <= now() AS expired FROM xero_grants WHERE id = $1',
+      [grantId],
     );
     await client.end();
     expect(conn.rows[0].expired).toBe(true);
@@ -297,19 +291,27 @@ function refreshDeps(overrides: Partial<RefreshTickDeps> = {}): RefreshTickDeps 
   };
 }
 
+/** A connection's row with its grant's token columns (the grant's `status` as `grant_status`). */
 async function connection(id: string) {
   const client = new pg.Client(url);
   await client.connect();
   try {
-    return (await client.query('SELECT * FROM xero_connections WHERE id = $1', [id])).rows[0];
+    return (
+      await client.query(
+        `SELECT g.*, g.status AS grant_status, c.status, c.tenant_id, c.grant_id
+         FROM xero_connections c JOIN xero_grants g ON g.id = c.grant_id WHERE c.id = $1`,
+        [id],
+      )
+    ).rows[0];
   } finally {
     await client.end();
   }
 }
 
-const expireSoon = (id: string) =>
+const expireSoon = (connectionId: string) =>
   handle.db.execute(
-    sql`UPDATE xero_connections SET access_expires_at = now() + interval '5 minutes' WHERE id = ${id}`,
+    sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes'
+        WHERE id = (SELECT grant_id FROM xero_connections WHERE id = ${connectionId})`,
   );
 
 describe('token refresh tick', () => {

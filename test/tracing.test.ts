@@ -93,7 +93,7 @@ describe('tracing', () => {
       expect(tick.parentSpanId).toBeUndefined();
       expect(tick.attributes).toMatchObject({ 'tick.name': 'refresh-tokens', 'tick.outcome': 'ok' });
       const tickQueries = childrenOf(tick);
-      expect(tickQueries.map((q) => q.name)).toContain('UPDATE xero_connections');
+      expect(tickQueries.map((q) => q.name)).toContain('UPDATE xero_grants');
 
       // A database span carries the operation and table only: no statement text, no parameters.
       const exported = sink.bodies.join('\n');

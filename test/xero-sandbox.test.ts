@@ -306,7 +306,7 @@ describe('refresh tokens', () => {
 });
 
 describe('tenants and invoices', () => {
-  it('refuses a missing xero-tenant-id (400) and a tenant the token is not connected to (403)', async () => {
+  it('refuses a missing xero-tenant-id and a tenant the token is not connected to (403 AuthenticationUnsuccessful)', async () => {
     const session = await login();
     const other = await control<Json>('/tenants', { name: 'Other Org', connectOnAuthorize: false });
     expect(other.status).toBe(201);
@@ -314,7 +314,8 @@ describe('tenants and invoices', () => {
     const missing = await api('PUT', `${sandbox.urls.apiBaseUrl}/Invoices`, session.access_token, {
       body: { Invoices: [invoice()] },
     });
-    expect(missing.status).toBe(400);
+    expect(missing.status).toBe(403);
+    expect(await missing.json()).toMatchObject({ Status: 403, Detail: 'AuthenticationUnsuccessful' });
     const foreign = await putInvoices({ ...session, tenantId: other.body.id as string }, [invoice()]);
     expect(foreign.status).toBe(403);
     expect(await foreign.json()).toMatchObject({
@@ -442,9 +443,12 @@ describe('tenants and invoices', () => {
       'A Contact must be specified with this type of transaction',
       'At least one line item must be specified',
     ]);
-    expect(body.Elements[1]?.ValidationErrors.map((e) => e.Message)).toContain(
-      'Line item Quantity must not be negative',
-    );
+    // Line errors sit on the line item, not on the invoice.
+    const lines = body.Elements[1] as unknown as { ValidationErrors: unknown[]; LineItems: Json[] };
+    expect(lines.ValidationErrors).not.toContainEqual({ Message: 'Line item Quantity must not be negative' });
+    expect(lines.LineItems[0]?.ValidationErrors).toEqual([
+      { Message: 'Line item Quantity must not be negative' },
+    ]);
     expect(sandbox.state.tenants.get(session.tenantId)?.invoices.size).toBe(0);
 
     // summarizeErrors=false: the good ones are created, the bad ones come back flagged.
@@ -487,7 +491,8 @@ describe('rate limits', () => {
     expect(statuses).toEqual([200, 200, 429, 429]);
     const limited = results.find((r) => r.status === 429);
     expect(limited?.headers.get('x-rate-limit-problem')).toBe('concurrent');
-    expect(limited?.headers.get('retry-after')).toBe('1');
+    // Xero sends Retry-After for the minute and day limits only.
+    expect(limited?.headers.get('retry-after')).toBeNull();
     expect((await stats()).rateLimitedByProblem).toMatchObject({ concurrent: 2 });
   });
 });

@@ -1,5 +1,6 @@
 import { object, string } from 'zod';
 import { type Env, int, parseEnv } from '../platform/config.js';
+import { DEFAULT_XERO_SCOPES, missingInvoiceScope } from './xero/scopes.js';
 
 export interface AppConfig {
   /** Base64 of 32 bytes; undefined only with the embedded database, where a development key is made. */
@@ -44,7 +45,7 @@ const schema = object({
   XERO_IDENTITY_URL: httpUrl('https://identity.xero.com'),
   XERO_AUTHORIZE_URL: httpUrl('https://login.xero.com/identity/connect/authorize'),
   XERO_REDIRECT_URI: httpUrl('http://localhost:8080/connect/xero/callback'),
-  XERO_SCOPES: string().optional().default('offline_access accounting.transactions'),
+  XERO_SCOPES: string().optional().default(DEFAULT_XERO_SCOPES),
   XERO_CLIENT_ID: string().optional(),
   XERO_CLIENT_SECRET: string().optional(),
   XERO_TIMEOUT_MS: int(100, 120_000, 10_000),
@@ -68,6 +69,14 @@ const schema = object({
       code: 'custom',
       path: ['XERO_CLIENT_SECRET'],
       message: 'must be set together with XERO_CLIENT_ID',
+    });
+  }
+  const scopes = e.XERO_SCOPES.split(/\s+/);
+  if (!scopes.includes('offline_access') || missingInvoiceScope(e.XERO_SCOPES)) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['XERO_SCOPES'],
+      message: 'must include offline_access and accounting.invoices (or accounting.transactions)',
     });
   }
 });

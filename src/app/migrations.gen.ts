@@ -50,8 +50,39 @@ export const migrations: Migration[] = [
     "statements": [
       "CREATE TABLE \"tick_health\" (\n\t\"tick\" text NOT NULL,\n\t\"instance_id\" text NOT NULL,\n\t\"last_started_at\" timestamp with time zone,\n\t\"last_finished_at\" timestamp with time zone,\n\t\"last_success_at\" timestamp with time zone,\n\t\"last_failure_at\" timestamp with time zone,\n\t\"consecutive_failures\" integer DEFAULT 0 NOT NULL,\n\t\"last_error_code\" text,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"tick_health_pkey\" PRIMARY KEY(\"tick\",\"instance_id\")\n);"
     ]
+  },
+  {
+    "tag": "0005_xero_grants",
+    "hash": "85bf7cb8369624898389ce39998a4e37457ee5d60cb12a1d9b55261593919c0c",
+    "createdAt": 1796117184085,
+    "statements": [
+      "CREATE TABLE \"xero_app_limits\" (\n\t\"id\" text PRIMARY KEY NOT NULL,\n\t\"app_min_remaining\" integer,\n\t\"paused_until\" timestamp with time zone,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL\n);",
+      "CREATE TABLE \"xero_grants\" (\n\t\"id\" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t\"organization_id\" uuid NOT NULL,\n\t\"auth_event_id\" text,\n\t\"scope\" text,\n\t\"access_token_enc\" text,\n\t\"refresh_token_enc\" text NOT NULL,\n\t\"seal_context\" text,\n\t\"access_expires_at\" timestamp with time zone,\n\t\"token_version\" integer DEFAULT 1 NOT NULL,\n\t\"status\" text DEFAULT 'active' NOT NULL,\n\t\"refresh_lease_owner\" text,\n\t\"refresh_lease_expires_at\" timestamp with time zone,\n\t\"refresh_started_at\" timestamp with time zone,\n\t\"refresh_started_version\" integer,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"xero_grants_status_check\" CHECK (\"xero_grants\".\"status\" in ('active', 'needs_reauth'))\n);",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"grant_id\" uuid;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"xero_connection_id\" text;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"status_reason\" text;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"min_remaining\" integer;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"day_remaining\" integer;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"limits_seen_at\" timestamp with time zone;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"parked_until\" timestamp with time zone;",
+      "-- Hand-written data migration (issue 12): every per-tenant token row becomes a grant of its own, with\n-- the grant id equal to the connection id, and the connection points at it. Rows of one consent had\n-- forked copies of the token chain, so none can be trusted to speak for another: one grant per row\n-- keeps every connection working, and a reconnect merges them into one grant. The ciphertexts were\n-- sealed under 'xero:<org>:<tenant>' (the keys are not in the database, so SQL cannot re-seal them):\n-- seal_context keeps that until the grant's first refresh re-seals it under its own id.\nINSERT INTO \"xero_grants\" (\"id\", \"organization_id\", \"access_token_enc\", \"refresh_token_enc\", \"seal_context\",\n\t\"access_expires_at\", \"token_version\", \"status\", \"refresh_lease_owner\", \"refresh_lease_expires_at\",\n\t\"refresh_started_at\", \"refresh_started_version\", \"created_at\", \"updated_at\")\nSELECT \"id\", \"organization_id\", \"access_token_enc\", \"refresh_token_enc\",\n\t'xero:' || \"organization_id\" || ':' || \"tenant_id\", \"access_expires_at\", \"token_version\", \"status\",\n\t\"refresh_lease_owner\", \"refresh_lease_expires_at\", \"refresh_started_at\", \"refresh_started_version\",\n\t\"created_at\", \"updated_at\"\nFROM \"xero_connections\";",
+      "UPDATE \"xero_connections\" SET \"grant_id\" = \"id\";",
+      "ALTER TABLE \"xero_connections\" ALTER COLUMN \"grant_id\" SET NOT NULL;",
+      "ALTER TABLE \"xero_grants\" ADD CONSTRAINT \"xero_grants_organization_id_organizations_id_fk\" FOREIGN KEY (\"organization_id\") REFERENCES \"public\".\"organizations\"(\"id\") ON DELETE cascade ON UPDATE no action;",
+      "ALTER TABLE \"xero_connections\" ADD CONSTRAINT \"xero_connections_grant_id_xero_grants_id_fk\" FOREIGN KEY (\"grant_id\") REFERENCES \"public\".\"xero_grants\"(\"id\") ON DELETE cascade ON UPDATE no action;",
+      "CREATE INDEX \"xero_connections_grant_idx\" ON \"xero_connections\" USING btree (\"grant_id\");",
+      "CREATE INDEX \"xero_connections_tenant_idx\" ON \"xero_connections\" USING btree (\"tenant_id\");",
+      "ALTER TABLE \"xero_connections\" DROP COLUMN \"access_token_enc\";",
+      "ALTER TABLE \"xero_connections\" DROP COLUMN \"refresh_token_enc\";",
+      "ALTER TABLE \"xero_connections\" DROP COLUMN \"access_expires_at\";",
+      "ALTER TABLE \"xero_connections\" DROP COLUMN \"token_version\";",
+      "ALTER TABLE \"xero_connections\" DROP COLUMN \"refresh_lease_owner\";",
+      "ALTER TABLE \"xero_connections\" DROP COLUMN \"refresh_lease_expires_at\";",
+      "ALTER TABLE \"xero_connections\" DROP COLUMN \"refresh_started_at\";",
+      "ALTER TABLE \"xero_connections\" DROP COLUMN \"refresh_started_version\";"
+    ]
   }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestMigrationAt = 1796114765039;
+export const latestMigrationAt = 1796117184085;

@@ -16,23 +16,32 @@ export const organizations = pgTable('organizations', {
   createdAt: createdAt(),
 });
 
-export const CONNECTION_STATUSES = ['active', 'needs_reauth'] as const;
+export const GRANT_STATUSES = ['active', 'needs_reauth'] as const;
 
-export const xeroConnections = pgTable(
-  'xero_connections',
+/**
+ * One Xero consent (Xero's "auth event"): the token pair every tenant of that consent shares. Xero's
+ * staff: a token set "should be unique and only stored in a single place", so it is refreshed once
+ * per grant, never per tenant.
+ */
+export const xeroGrants = pgTable(
+  'xero_grants',
   {
     id: id(),
     organizationId: uuid('organization_id')
       .notNull()
       .references(() => organizations.id, { onDelete: 'cascade' }),
-    tenantId: text('tenant_id').notNull(),
-    tenantName: text('tenant_name'),
+    // The access token's `authentication_event_id` claim; null for grants migrated from per-tenant rows.
+    authEventId: text('auth_event_id'),
+    scope: text('scope'),
     // AES-256-GCM ciphertexts (iv + ciphertext, base64); keys never touch the database.
     accessTokenEnc: text('access_token_enc'),
     refreshTokenEnc: text('refresh_token_enc').notNull(),
+    // The associated data the tokens are sealed under when it is not this row's own (`xero-grant:<id>`):
+    // rows migrated from per-tenant connections keep theirs until their first refresh re-seals them.
+    sealContext: text('seal_context'),
     accessExpiresAt: timestamp('access_expires_at', { withTimezone: true }),
     tokenVersion: integer('token_version').notNull().default(1),
-    status: text('status', { enum: CONNECTION_STATUSES }).notNull().default('active'),
+    status: text('status', { enum: GRANT_STATUSES }).notNull().default('active'),
     refreshLeaseOwner: text('refresh_lease_owner'),
     refreshLeaseExpiresAt: timestamp('refresh_lease_expires_at', { withTimezone: true }),
     // Write-ahead record of a refresh in progress: which token version was sent to Xero, and when.
@@ -41,11 +50,58 @@ export const xeroConnections = pgTable(
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
+  (t) => [check('xero_grants_status_check', sql`${t.status} in ('active', 'needs_reauth')`)],
+);
+
+export const CONNECTION_STATUSES = ['active', 'needs_reauth'] as const;
+
+/** A tenant (Xero organisation) an organization pushes to, through the grant that connected it. */
+export const xeroConnections = pgTable(
+  'xero_connections',
+  {
+    id: id(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organizations.id, { onDelete: 'cascade' }),
+    grantId: uuid('grant_id')
+      .notNull()
+      .references(() => xeroGrants.id, { onDelete: 'cascade' }),
+    tenantId: text('tenant_id').notNull(),
+    tenantName: text('tenant_name'),
+    // The `id` GET /connections gives this tenant: what DELETE /connections/{id} takes. Null for
+    // connections migrated from before it was stored (looked up by tenant when needed).
+    xeroConnectionId: text('xero_connection_id'),
+    status: text('status', { enum: CONNECTION_STATUSES }).notNull().default('active'),
+    // Why the connection is not active (e.g. Xero's 403 AuthenticationUnsuccessful), for operators.
+    statusReason: text('status_reason'),
+    // Xero's rate-limit signals from the last answer for this tenant (docs/xero.md): the claim reads
+    // them. One shared budget across replicas is a later issue; these columns are what it builds on.
+    minRemaining: integer('min_remaining'),
+    dayRemaining: integer('day_remaining'),
+    limitsSeenAt: timestamp('limits_seen_at', { withTimezone: true }),
+    // A 429 with X-Rate-Limit-Problem: day parks the tenant until Xero's Retry-After says it resets.
+    parkedUntil: timestamp('parked_until', { withTimezone: true }),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
   (t) => [
     unique('xero_connections_org_tenant_unique').on(t.organizationId, t.tenantId),
     check('xero_connections_status_check', sql`${t.status} in ('active', 'needs_reauth')`),
+    index('xero_connections_grant_idx').on(t.grantId),
+    index('xero_connections_tenant_idx').on(t.tenantId),
   ],
 );
+
+/**
+ * App-wide Xero signals (one row, id 'app'): X-AppMinLimit-Remaining from the last answer, and the pause
+ * a 429 `appminute` sets for every tenant. Kept in the database so every replica's next claim sees it.
+ */
+export const xeroAppLimits = pgTable('xero_app_limits', {
+  id: text('id').primaryKey(),
+  appMinRemaining: integer('app_min_remaining'),
+  pausedUntil: timestamp('paused_until', { withTimezone: true }),
+  updatedAt: updatedAt(),
+});
 
 export const PUSH_STATUSES = ['queued', 'pushed', 'failed', 'dead', 'awaiting_connection'] as const;
 export type PushStatus = (typeof PUSH_STATUSES)[number];

@@ -3,7 +3,8 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { migrations } from '../../src/app/migrations.gen.js';
 import { createOrganization } from '../../src/app/organizations.js';
-import { saveConnection } from '../../src/app/xero/connections.js';
+import { authEventIdOf } from '../../src/app/xero/client.js';
+import { saveGrant } from '../../src/app/xero/connections.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { createDriver } from '../../src/platform/db/driver.js';
 import { DatabaseHandle } from '../../src/platform/db/handle.js';
@@ -43,7 +44,7 @@ export function xeroConfigFor(sandbox: Sandbox) {
     identityUrl: `${sandbox.url}/identity`,
     authorizeUrl: `${sandbox.url}/identity/connect/authorize`,
     redirectUri: 'http://127.0.0.1:1/connect/xero/callback',
-    scopes: 'offline_access accounting.transactions',
+    scopes: 'offline_access accounting.invoices',
     clientId: 'sandbox-client',
     clientSecret: 'sandbox-secret',
     timeoutMs: 2000,
@@ -58,22 +59,64 @@ export async function connectedOrganization(
   name: string,
   options: { accountCodes?: null | undefined } = { accountCodes: null },
 ) {
-  const org = await createOrganization(db, name);
-  const tenant = sandbox.state.createTenant({ name, ...options });
-  const { tokens } = sandbox.state.createGrant({ tenantIds: [tenant.id] }) as unknown as {
-    tokens: { access_token: string; refresh_token: string; expires_in: number };
+  const { org, tenantIds, connectionIds, grantId, authEventId } = await connectedGrant(
+    db,
+    box,
+    sandbox,
+    name,
+    1,
+    options,
+  );
+  return {
+    org,
+    tenantId: tenantIds[0] as string,
+    connectionId: connectionIds[0] as string,
+    grantId,
+    authEventId,
   };
-  const connectionId = await saveConnection(db, box, {
+}
+
+/** An organization connected to `tenants` fresh sandbox tenants through one grant (one consent). */
+export async function connectedGrant(
+  db: Database,
+  box: SecretBox,
+  sandbox: Sandbox,
+  name: string,
+  tenants: number,
+  options: { accountCodes?: null | undefined } = { accountCodes: null },
+) {
+  const org = await createOrganization(db, name);
+  const created = Array.from({ length: tenants }, (_, i) =>
+    sandbox.state.createTenant({ name: tenants === 1 ? name : `${name} ${i + 1}`, ...options }),
+  );
+  const { grant, tokens } = sandbox.state.createGrant({ tenantIds: created.map((t) => t.id) }) as unknown as {
+    grant: { authEventId: string; connections: Map<string, { id: string }> };
+    tokens: { access_token: string; refresh_token: string; expires_in: number; scope: string };
+  };
+  const saved = await saveGrant(db, box, {
     organizationId: org.id,
-    tenantId: tenant.id,
-    tenantName: name,
+    authEventId: authEventIdOf(tokens.access_token),
+    scope: tokens.scope,
     tokens: {
       accessToken: tokens.access_token,
       refreshToken: tokens.refresh_token,
       expiresAt: new Date(Date.now() + tokens.expires_in * 1000),
     },
+    tenants: created.map((t) => ({
+      tenantId: t.id,
+      tenantName: t.name,
+      connectionId: grant.connections.get(t.id)?.id ?? null,
+      authEventId: grant.authEventId,
+    })),
   });
-  return { org, tenantId: tenant.id, connectionId };
+  if (!saved.grantId) throw new Error('no grant saved');
+  return {
+    org,
+    tenantIds: created.map((t) => t.id),
+    connectionIds: saved.connected.map((c) => c.id),
+    grantId: saved.grantId,
+    authEventId: grant.authEventId,
+  };
 }
 
 export async function queuePush(db: Database, organizationId: string, key: string, payload?: unknown) {

@@ -3,7 +3,7 @@
 
 import { setTimeout as delay } from 'node:timers/promises';
 import type { MiddlewareHandler } from 'hono';
-import { forbidden, problem, tooManyRequests, unauthorized } from './errors.js';
+import { forbidden, tooManyRequests, unauthorized } from './errors.js';
 import { msDateTime, usDateTime, uuid } from './ids.js';
 import type { Grant } from './oauth.js';
 import type { SandboxState, Tenant } from './state.js';
@@ -31,10 +31,16 @@ export function requireAccessToken(state: SandboxState): MiddlewareHandler<ApiEn
 
 export function requireTenant(state: SandboxState): MiddlewareHandler<ApiEnv> {
   return async (c, next) => {
-    const tenantId = c.req.header('xero-tenant-id')?.trim();
-    if (!tenantId) return problem(400, 'Bad Request', 'The xero-tenant-id header is missing');
+    // A missing header, an unknown tenant and a tenant the user has no connection to all get Xero's
+    // 403 AuthenticationUnsuccessful. Access follows the user's connections, not the grant's: a token
+    // works for every tenant its user connected to the app (why GET /connections needs authEventId).
+    const tenantId = c.req.header('xero-tenant-id')?.trim() ?? '';
     const tenant = state.tenants.get(tenantId) ?? state.tenants.get(tenantId.toLowerCase());
-    if (!tenant || !c.get('grant').connections.has(tenant.id)) {
+    const grant = c.get('grant');
+    if (
+      !tenant ||
+      !state.identity.userConnections(grant.clientId).some((conn) => conn.tenantId === tenant.id)
+    ) {
       state.stats.forbidden += 1;
       return forbidden('AuthenticationUnsuccessful');
     }

@@ -1,4 +1,4 @@
-// GET /connections (the tenants a token's grant is connected to) and DELETE /connections/{id}.
+// GET /connections (the tenants the token's user connected to the app) and DELETE /connections/{id}.
 import { Hono } from 'hono';
 import { type ApiEnv, requireAccessToken } from './api-guards.js';
 import { json, notFound } from './errors.js';
@@ -10,10 +10,15 @@ export function connectionRoutes(state: SandboxState): Hono<ApiEnv> {
   app.use('*', requireAccessToken(state));
 
   app.get('/', (c) => {
+    // Every tenant the user connected to the app, from any consent; ?authEventId= narrows it to one
+    // consent (xero-identity.yaml: "Retrieves the connections for this user", authEventId "Filter by
+    // authEventId").
     const grant = c.get('grant');
     const authEventId = c.req.query('authEventId');
-    const connections =
-      authEventId && authEventId !== grant.authEventId ? [] : [...grant.connections.values()];
+    const connections = state.identity
+      .userConnections(grant.clientId)
+      .filter((connection) => !authEventId || connection.authEventId === authEventId)
+      .sort((a, b) => a.createdAt - b.createdAt);
     return json(
       200,
       connections.flatMap((connection) => {
@@ -34,15 +39,13 @@ export function connectionRoutes(state: SandboxState): Hono<ApiEnv> {
     );
   });
 
-  // Disconnecting the last tenant also revokes the grant's refresh token, as Xero does.
+  // One tenant goes ("Deletes a connection for this user (i.e. disconnect a tenant)"); the grant and its
+  // tokens stay, even when it was the grant's last tenant (choice: see README).
   app.delete('/:id', (c) => {
     const grant = c.get('grant');
-    const connection = [...grant.connections.values()].find((conn) => conn.id === c.req.param('id'));
+    const connection = state.identity.deleteConnection(grant.clientId, c.req.param('id'));
     if (!connection) return notFound();
-    grant.connections.delete(connection.tenantId);
-    if (grant.connections.size === 0 && state.identity.revokeGrant(grant.authEventId, state.now())) {
-      state.stats.revocations += 1;
-    }
+    state.stats.disconnections += 1;
     return c.body(null, 204);
   });
 

@@ -45,7 +45,11 @@ const schemas = {
     z.strictObject({ authEventId: z.string().min(1) }),
     z.strictObject({ refreshToken: z.string().min(1) }),
   ]),
-  authorize: z.strictObject({ deny: z.boolean().optional(), tenantIds: z.array(z.string()).optional() }),
+  authorize: z.strictObject({
+    deny: z.boolean().optional(),
+    tenantIds: z.array(z.string()).optional(),
+    grantScope: z.string().optional(),
+  }),
 };
 
 type Parsed<T> = { ok: true; data: T } | { ok: false; response: Response };
@@ -118,7 +122,7 @@ export function controlRoutes(state: SandboxState): Hono {
         'GET|POST /_control/grants {scope?, tenantIds?}',
         'POST /_control/grants/:authEventId/connections {tenantId}',
         'POST /_control/revoke {authEventId} | {refreshToken}',
-        'POST /_control/authorize {deny?, tenantIds?}',
+        'POST /_control/authorize {deny?, tenantIds?, grantScope?}',
       ],
     }),
   );
@@ -213,7 +217,11 @@ export function controlRoutes(state: SandboxState): Hono {
   app.post('/authorize', async (c) => {
     const parsed = await body(c, schemas.authorize);
     if (!parsed.ok) return parsed.response;
-    const plan = { deny: parsed.data.deny ?? false, tenantIds: parsed.data.tenantIds ?? null };
+    const plan = {
+      deny: parsed.data.deny ?? false,
+      tenantIds: parsed.data.tenantIds ?? null,
+      grantScope: parsed.data.grantScope ?? null,
+    };
     state.authorizePlans.push(plan);
     return json(201, { queued: state.authorizePlans.length, plan });
   });

@@ -35,7 +35,8 @@ export interface FaultSpec {
   kind: FaultKind;
   /** How many matching calls fail (default 1). */
   count?: number;
-  /** For '429': the Retry-After to send (default 1, so retrying clients stay fast in tests). */
+  /** For '429': the Retry-After to send (default 1, so retrying clients stay fast in tests); sent only for
+   * the minute and day problems, as Xero does. */
   retryAfterSeconds?: number;
   /** For '429': the X-Rate-Limit-Problem to send (default 'minute'). */
   problem?: RateLimitProblem;
@@ -134,7 +135,9 @@ export function faultMiddleware(state: SandboxState): MiddlewareHandler {
         return serviceUnavailable();
       case '429':
         return tooManyRequests(fault.problem, {
-          'retry-after': String(fault.retryAfterSeconds),
+          ...(fault.problem === 'minute' || fault.problem === 'day'
+            ? { 'retry-after': String(fault.retryAfterSeconds) }
+            : {}),
           'x-rate-limit-problem': fault.problem,
         });
       case 'hang':

@@ -77,15 +77,16 @@ export function identityRoutes(state: SandboxState): Hono {
       return c.redirect(url.toString(), 302);
     };
     if (q.response_type !== 'code') return back({ error: 'unsupported_response_type', state: q.state });
-    const scope = parseScope(q.scope ?? '');
-    if (scope.length === 0) return back({ error: 'invalid_scope', state: q.state });
+    const requested = parseScope(q.scope ?? '');
+    if (requested.length === 0) return back({ error: 'invalid_scope', state: q.state });
     const method = q.code_challenge ? (q.code_challenge_method ?? 'plain') : null;
     if (method !== null && method !== 'S256' && method !== 'plain') {
       return back({ error: 'invalid_request', error_description: 'code_challenge_method', state: q.state });
     }
-    const plan = state.authorizePlans.shift() ?? { deny: false, tenantIds: null };
+    const plan = state.authorizePlans.shift() ?? { deny: false, tenantIds: null, grantScope: null };
     if (plan.deny) return back({ error: 'access_denied', state: q.state });
     const tenantIds = (plan.tenantIds ?? state.defaultTenantIds()).filter((id) => state.tenants.has(id));
+    const scope = plan.grantScope ? parseScope(plan.grantScope) : requested;
     const code = state.identity.issueCode(
       {
         clientId: state.client.clientId,

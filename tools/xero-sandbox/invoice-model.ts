@@ -68,7 +68,37 @@ export interface InvoiceDraft {
   total: number;
 }
 
-export type CheckResult = { ok: true; draft: InvoiceDraft } | { ok: false; errors: string[] };
+/**
+ * Where Xero hangs each message: on the invoice element, on its Contact, and on each of its LineItems
+ * (by index). xero_accounting.yaml gives Invoice and Contact a `ValidationErrors` array; see README for
+ * the line items.
+ */
+export interface InvoiceErrors {
+  invoice: string[];
+  contact: string[];
+  lineItems: Map<number, string[]>;
+}
+
+export type CheckResult = { ok: true; draft: InvoiceDraft } | { ok: false; errors: InvoiceErrors };
+
+/** xero_accounting.yaml 16.1.0, components.schemas.CurrencyCode.enum. */
+export const CURRENCY_CODES: ReadonlySet<string> = new Set(
+  (
+    'AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD BTN BWP BYN BYR ' +
+    'BZD CAD CDF CHF CLF CLP CNY COP CRC CUC CUP CVE CZK DJF DKK DOP DZD EEK EGP ERN ETB EUR FJD FKP GBP ' +
+    'GEL GHS GIP GMD GNF GTQ GYD HKD HNL HRK HTG HUF IDR ILS INR IQD IRR ISK JMD JOD JPY KES KGS KHR KMF ' +
+    'KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL LTL LVL LYD MAD MDL MGA MKD MMK MNT MOP MRO MRU MUR MVR MWK ' +
+    'MXN MXV MYR MZN NAD NGN NIO NOK NPR NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR RON RSD RUB RWF SAR SBD ' +
+    'SCR SDG SEK SGD SHP SKK SLE SLL SOS SRD STD STN SVC SYP SZL THB TJS TMT TND TOP TRY TTD TWD TZS UAH ' +
+    'UGX USD UYU UZS VEF VES VND VUV WST XAF XCD XOF XPF YER ZAR ZMW ZMK ZWD'
+  ).split(' '),
+);
+
+/** Xero keeps two decimal places of UnitAmount unless the request says `unitdp=4`. */
+export function roundTo(value: number, places: number): number {
+  const factor = 10 ** places;
+  return Math.round((value + Math.sign(value) * Number.EPSILON) * factor) / factor;
+}
 
 const STATUSES_FOR_CREATION: readonly string[] = ['DRAFT', 'SUBMITTED', 'AUTHORISED'];
 const LINE_AMOUNT_TYPES: readonly string[] = ['Exclusive', 'Inclusive', 'NoTax'];
@@ -119,8 +149,15 @@ export function checkInvoice(
   tenant: Tenant,
   now: number,
   numbersInBatch: Set<string>,
+  unitDecimalPlaces: 2 | 4 = 2,
 ): CheckResult {
-  if (!isRecord(input)) return { ok: false, errors: ['An invoice must be a JSON object'] };
+  const contactErrors: string[] = [];
+  const lineErrorsByIndex = new Map<number, string[]>();
+  if (!isRecord(input))
+    return {
+      ok: false,
+      errors: { invoice: ['An invoice must be a JSON object'], contact: [], lineItems: lineErrorsByIndex },
+    };
   const errors: string[] = [];
 
   const type = text(input.Type);
@@ -136,9 +173,11 @@ export function checkInvoice(
   const contactName = isRecord(input.Contact) ? text(input.Contact.Name) : null;
   if (contactId !== null) {
     if (tenant.contacts.has(contactId)) contact = { contactId };
-    else errors.push(`The contact with ContactID '${contactId}' could not be found`);
+    else contactErrors.push(`The contact with ContactID '${contactId}' could not be found`);
   } else if (contactName !== null) {
     contact = { name: contactName, email: isRecord(input.Contact) ? text(input.Contact.EmailAddress) : null };
+  } else if (isRecord(input.Contact)) {
+    contactErrors.push('The contact name must be specified');
   } else {
     errors.push('A Contact must be specified with this type of transaction');
   }
@@ -157,7 +196,7 @@ export function checkInvoice(
   if (dueDate === null) errors.push(`'${String(input.DueDate)}' is not a valid DueDate`);
 
   const currencyCode = (text(input.CurrencyCode) ?? tenant.baseCurrency).toUpperCase();
-  if (!/^[A-Z]{3}$/.test(currencyCode)) errors.push(`The currency code '${currencyCode}' is not valid`);
+  if (!CURRENCY_CODES.has(currencyCode)) errors.push(`The currency code '${currencyCode}' is not valid`);
 
   let invoiceNumber = text(input.InvoiceNumber);
   if (invoiceNumber !== null && type === 'ACCREC') {
@@ -175,10 +214,14 @@ export function checkInvoice(
   if (!Array.isArray(input.LineItems) || input.LineItems.length === 0) {
     errors.push('At least one line item must be specified');
   } else {
-    const lineErrors = new Set<string>();
-    for (const raw of input.LineItems) {
+    for (const [index, raw] of (input.LineItems as unknown[]).entries()) {
+      const lineErrors = new Set<string>();
+      const flush = () => {
+        if (lineErrors.size > 0) lineErrorsByIndex.set(index, [...lineErrors]);
+      };
       if (!isRecord(raw)) {
         lineErrors.add('A line item must be a JSON object');
+        flush();
         continue;
       }
       const description = text(raw.Description);
@@ -203,8 +246,14 @@ export function checkInvoice(
       if (accountCode !== null && tenant.accountCodes !== null && !tenant.accountCodes.has(accountCode)) {
         lineErrors.add(`Account code '${accountCode}' is not a valid code for this document.`);
       }
-      const qty = quantity ?? 1;
-      const unit = unitAmount ?? (typeof lineAmount === 'number' && qty !== 0 ? lineAmount / qty : 0);
+      flush();
+      // Quantity keeps 4 places; UnitAmount 2 unless unitdp=4 (the spec: "By default UnitPrice is rounded
+      // to two decimal places"). Xero rounds silently: no message says so.
+      const qty = roundTo(quantity ?? 1, 4);
+      const unit = roundTo(
+        unitAmount ?? (typeof lineAmount === 'number' && qty !== 0 ? lineAmount / qty : 0),
+        unitDecimalPlaces,
+      );
       const discount = typeof discountRate === 'number' ? discountRate : null;
       lineItems.push({
         Description: description ?? '',
@@ -222,7 +271,6 @@ export function checkInvoice(
         ),
       });
     }
-    errors.push(...lineErrors);
   }
 
   const lineTotal = round2(lineItems.reduce((sum, line) => sum + line.LineAmount, 0));
@@ -231,7 +279,8 @@ export function checkInvoice(
   const total = round2(subTotal + totalTax);
   if (lineItems.length > 0 && total < 0) errors.push('Invoice total must not be negative');
 
-  if (errors.length > 0 || contact === null) return { ok: false, errors };
+  if (errors.length > 0 || contactErrors.length > 0 || lineErrorsByIndex.size > 0 || contact === null)
+    return { ok: false, errors: { invoice: errors, contact: contactErrors, lineItems: lineErrorsByIndex } };
   if (invoiceNumber !== null && type === 'ACCREC') numbersInBatch.add(invoiceNumber.toLowerCase());
   return {
     ok: true,
@@ -376,12 +425,44 @@ export function invoiceJson(tenant: Tenant, invoice: Invoice): Record<string, un
   };
 }
 
-/** How Xero echoes a rejected invoice inside a ValidationException's Elements. */
-export function rejectedInvoiceJson(input: unknown, errors: string[]): ValidationElement {
+const messages = (list: string[]) => list.map((Message) => ({ Message }));
+
+/**
+ * How Xero echoes a rejected invoice inside a ValidationException's Elements: each message on the
+ * element it is about (the invoice, its Contact, each LineItem), the all-zero InvoiceID and HasErrors.
+ */
+export function rejectedInvoiceJson(input: unknown, errors: InvoiceErrors): ValidationElement {
+  const submitted = isRecord(input) ? input : {};
+  const contact = isRecord(submitted.Contact) ? submitted.Contact : undefined;
+  const lines = Array.isArray(submitted.LineItems) ? (submitted.LineItems as unknown[]) : undefined;
   return {
-    ...(isRecord(input) ? input : {}),
+    ...submitted,
     InvoiceID: '00000000-0000-0000-0000-000000000000',
     HasErrors: true,
-    ValidationErrors: errors.map((Message) => ({ Message })),
+    ...(contact
+      ? {
+          Contact: {
+            ...contact,
+            ...(errors.contact.length > 0
+              ? { HasValidationErrors: true, ValidationErrors: messages(errors.contact) }
+              : {}),
+          },
+        }
+      : {}),
+    ...(lines
+      ? {
+          LineItems: lines.map((line, i) => {
+            const lineErrors = errors.lineItems.get(i);
+            const base = isRecord(line) ? line : {};
+            return lineErrors ? { ...base, ValidationErrors: messages(lineErrors) } : base;
+          }),
+        }
+      : {}),
+    ValidationErrors: messages(errors.invoice),
   };
+}
+
+/** Every message of a rejected invoice, in order: invoice, Contact, LineItems. */
+export function allMessages(errors: InvoiceErrors): string[] {
+  return [...errors.invoice, ...errors.contact, ...[...errors.lineItems.values()].flat()];
 }

@@ -41,7 +41,9 @@ function createInvoices(state: SandboxState, c: Context<ApiEnv>, raw: string): R
   const now = state.now();
   const summarizeErrors = (c.req.query('summarizeErrors') ?? 'true').toLowerCase() !== 'false';
   const numbers = new Set<string>();
-  const checks = submitted.map((invoice) => checkInvoice(invoice, tenant, now, numbers));
+  // unitdp=4 opts in to four decimal places of UnitAmount; anything else keeps two (the spec's unitdp).
+  const unitdp = c.req.query('unitdp') === '4' ? 4 : 2;
+  const checks = submitted.map((invoice) => checkInvoice(invoice, tenant, now, numbers, unitdp));
   const rejected = checks.filter((check) => !check.ok).length;
   state.stats.validationErrors += rejected;
   if (summarizeErrors && rejected > 0) {

@@ -41,7 +41,12 @@ export interface TokenPair {
   accessExpiresAt: number;
 }
 
-/** One completed authorization: Xero's "auth event". Tokens and connections hang off it. */
+/**
+ * One completed authorization: Xero's "auth event". Its token pair is the only one it has (one pair per
+ * grant, shared by all its tenants), and `connections` holds the tenants whose connection it made or
+ * most recently renewed. A connection is the user's (one per tenant, whatever grant): authorizing a
+ * tenant again moves its connection to the new grant, keeping its `id` and `createdDateUtc`.
+ */
 export interface Grant {
   authEventId: string;
   clientId: string;
@@ -169,15 +174,39 @@ export class IdentityModel {
   connect(grant: Grant, tenantId: string, now: number): Connection {
     const existing = grant.connections.get(tenantId);
     if (existing) return existing;
+    // The user's connection to this tenant, if another live grant of this client made it.
+    const previous = this.userConnections(grant.clientId).find((c) => c.tenantId === tenantId);
+    if (previous) this.#grants.get(previous.authEventId)?.connections.delete(tenantId);
     const connection = {
-      id: uuid(),
+      id: previous?.id ?? uuid(),
       tenantId,
       authEventId: grant.authEventId,
-      createdAt: now,
+      createdAt: previous?.createdAt ?? now,
       updatedAt: now,
     };
     grant.connections.set(tenantId, connection);
     return connection;
+  }
+
+  /** Every connection the user has to this client's app, across its live grants (GET /connections). */
+  userConnections(clientId: string): Connection[] {
+    return [...this.#grants.values()]
+      .filter((g) => g.clientId === clientId && g.revokedAt === null)
+      .flatMap((g) => [...g.connections.values()]);
+  }
+
+  /** DELETE /connections/{id}: drops that one tenant; the grant, its tokens and other tenants stay. */
+  deleteConnection(clientId: string, connectionId: string): Connection | undefined {
+    for (const grant of this.#grants.values()) {
+      if (grant.clientId !== clientId || grant.revokedAt !== null) continue;
+      for (const connection of grant.connections.values()) {
+        if (connection.id === connectionId) {
+          grant.connections.delete(connection.tenantId);
+          return connection;
+        }
+      }
+    }
+    return undefined;
   }
 
   refresh(token: string, clientId: string, now: number): GrantResult {

@@ -81,13 +81,15 @@ export class RateLimiter {
       'x-minlimit-remaining': remaining(perMinute, minute.length + extra),
       'x-appminlimit-remaining': remaining(appPerMinute, this.#app.length + extra),
     });
+    // Retry-After only for the minute and day limits, as Xero's API limits guide says; a concurrent or
+    // app-minute 429 carries the problem alone.
     const reject = (problem: RateLimitProblem, retryAfterSeconds: number): Admission => ({
       ok: false,
       problem,
       retryAfterSeconds,
       headers: {
         ...headers(0),
-        'retry-after': String(retryAfterSeconds),
+        ...(problem === 'minute' || problem === 'day' ? { 'retry-after': String(retryAfterSeconds) } : {}),
         'x-rate-limit-problem': problem,
       },
     });

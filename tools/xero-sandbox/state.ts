@@ -71,6 +71,8 @@ export interface AuthorizePlan {
   deny: boolean;
   /** Tenants to connect; `null`: every tenant with connectOnAuthorize (creating the default one if none). */
   tenantIds: string[] | null;
+  /** Grant these scopes instead of the requested ones (to test a client's check of what was granted). */
+  grantScope?: string | null;
 }
 
 export class SandboxState {

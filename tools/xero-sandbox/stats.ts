@@ -24,6 +24,8 @@ export interface SandboxStats {
   invalidClients: number;
   /** Refresh tokens revoked (revocation endpoint, control API, or the last connection deleted). */
   revocations: number;
+  /** DELETE /connections/{id} calls that removed a connection. */
+  disconnections: number;
   /** API requests answered 401 (unknown, expired or missing access token). */
   unauthorized: number;
   /** API requests answered 403 (tenant not connected to the token, or scope missing). */
@@ -53,6 +55,7 @@ export function emptyStats(): SandboxStats {
     invalidGrants: 0,
     invalidClients: 0,
     revocations: 0,
+    disconnections: 0,
     unauthorized: 0,
     forbidden: 0,
     rateLimited: 0,

@@ -2,17 +2,20 @@ import { poisonReason } from '../../platform/db/poison.js';
 import type { Database } from '../../platform/db/types.js';
 import type { Logger } from '../../platform/log.js';
 import type { SecretBox } from '../../platform/secret-box.js';
-import type { InvoiceInput } from '../invoices/input.js';
-import { type PushOutcome, toXeroInvoice, type XeroClient } from '../xero/client.js';
+import { type PushOutcome, type StoredInvoice, toXeroInvoice, type XeroClient } from '../xero/client.js';
 import { AccessTokenCache, accessTokens } from '../xero/connections.js';
 import type { TenantLimiter } from '../xero/tenant-limiter.js';
 import { dispatchPushes, type ReadyPush } from './push-dispatch.js';
 import {
+  type AppSignals,
   type ClaimedPush,
   claimPushes,
   expireAccessTokens,
+  markForbidden,
+  recordLimitSignals,
   type Settlement,
   settlePushes,
+  type TenantSignals,
 } from './push-statements.js';
 
 export interface PushTickDeps {
@@ -40,8 +43,19 @@ export interface PushTickResult {
 
 interface Ready extends ReadyPush {
   connectionId: string;
+  grantId: string;
   attempts: number;
 }
+
+// Waits Xero's documents leave to us (tools/xero-sandbox/README.md lists them): a 429 without
+// Retry-After, which Xero sends only for the minute and day limits.
+/** `appminute`: the app's rolling minute. */
+const APP_MINUTE_PAUSE_MS = 60_000;
+/** `concurrent`: one of the tenant's 5 calls in flight ends soon. */
+const CONCURRENT_RETRY_MS = 1000;
+/** `day` without Retry-After (Xero always sends one): an hour, then a probe learns the real reset. */
+const DAY_PARK_FALLBACK_MS = 3_600_000;
+const MINUTE_FALLBACK_MS = 60_000;
 
 /**
  * Claims due pushes with one statement that writes a lease and looks up their connections, pushes
@@ -83,7 +97,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
   const sendable: ClaimedPush[] = [];
   const versions = new Map<string, number>();
   for (const push of claimed) {
-    if (!push.active || push.connection_id === null) {
+    if (!push.active || push.connection_id === null || push.grant_id === null) {
       // Saving a connection queues the organization's waiting pushes again.
       settlements.push({ id: push.id, status: 'awaiting_connection', attempts: push.attempts - 1 });
       result.deferred += 1;
@@ -91,7 +105,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
       defer(push, 15_000); // the refresh tick renews it
     } else {
       sendable.push(push);
-      versions.set(push.connection_id, push.token_version ?? 0);
+      versions.set(push.grant_id, push.token_version ?? 0);
     }
   }
   const tokens = versions.size
@@ -100,7 +114,8 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
   const ready: Ready[] = [];
   for (const push of sendable) {
     const connectionId = push.connection_id as string;
-    const token = tokens.get(connectionId);
+    const grantId = push.grant_id as string;
+    const token = tokens.get(grantId);
     if (token === undefined) defer(push, 15_000);
     else if (token instanceof Error) internalError(push, token);
     else {
@@ -109,8 +124,9 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
           id: push.id,
           tenantId: push.tenant_id as string,
           token,
-          invoice: toXeroInvoice(push.payload as InvoiceInput),
+          invoice: toXeroInvoice(push.payload as StoredInvoice),
           connectionId,
+          grantId,
           attempts: push.attempts,
         });
       } catch (err) {
@@ -121,10 +137,29 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
 
   let poison: unknown;
   const unauthorized = new Set<string>();
+  const forbidden = new Map<string, string>();
+  const signals = new Map<string, TenantSignals>();
+  let app: AppSignals | null = null;
   await dispatchPushes(ready, deps.xero, deps.limiter, {
     done(push, outcome) {
       const [kind, settlement] = record(deps, push, outcome);
-      if (outcome.kind === 'unauthorized') unauthorized.add(push.connectionId);
+      if (outcome.kind === 'unauthorized') unauthorized.add(push.grantId);
+      if (outcome.kind === 'forbidden') forbidden.set(push.connectionId, forbiddenReason(outcome.detail));
+      const signal = signalsOf(push.connectionId, outcome);
+      if (signal) {
+        const seen = signals.get(push.connectionId);
+        signals.set(push.connectionId, {
+          ...signal,
+          parkForMs: Math.max(seen?.parkForMs ?? 0, signal.parkForMs ?? 0) || null,
+        });
+      }
+      const appSignal = appSignalsOf(outcome);
+      if (appSignal) {
+        app = {
+          appMinRemaining: appSignal.appMinRemaining ?? app?.appMinRemaining ?? null,
+          pausedForMs: Math.max(app?.pausedForMs ?? 0, appSignal.pausedForMs ?? 0) || null,
+        };
+      }
       settlements.push(settlement);
       result[kind] += 1;
     },
@@ -136,12 +171,19 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
     },
     deferred: (push, retryInMs) => defer(push, retryInMs),
   });
-  try {
-    await expireAccessTokens(db, [...unauthorized]);
-  } catch (err) {
+  const sideEffects: [string, () => Promise<void>][] = [
     // The pushes still settle (retried in 5 s); the next 401 expires the token again.
-    if (poisonReason(err) !== undefined) poison ??= err;
-    else deps.log.error('expiring access tokens after a 401 failed', { err });
+    ['expiring access tokens after a 401', () => expireAccessTokens(db, [...unauthorized])],
+    ['marking connections Xero answered 403 for', () => markForbidden(db, forbidden)],
+    ["recording Xero's rate-limit signals", () => recordLimitSignals(db, [...signals.values()], app)],
+  ];
+  for (const [what, run] of sideEffects) {
+    try {
+      await run();
+    } catch (err) {
+      if (poisonReason(err) !== undefined) poison ??= err;
+      else deps.log.error(`${what} failed`, { err });
+    }
   }
   await settlePushes(db, deps.owner, settlements);
   if (poison !== undefined) throw poison;
@@ -161,22 +203,36 @@ function record(
       return ['pushed', { id, status: 'pushed', xeroInvoiceId: outcome.invoiceId }];
     case 'invalid':
       return ['dead', { id, status: 'dead', lastError: `Xero rejected the invoice: ${outcome.message}` }];
-    case 'rate_limited':
+    case 'rate_limited': {
       // Xero's own pacing, not a failure of this invoice: the attempt is given back.
+      const waitMs = rateLimitWaitMs(outcome);
       return [
         'retrying',
         {
           id,
-          retryInMs: outcome.retryAfterSeconds * 1000,
+          retryInMs: waitMs,
           attempts: push.attempts - 1,
-          lastError: `rate limited by Xero; retrying after ${outcome.retryAfterSeconds} s`,
+          lastError: `rate limited by Xero (${outcome.problem ?? 'unspecified'}); retrying after ${Math.ceil(waitMs / 1000)} s`,
         },
       ];
+    }
     case 'unauthorized':
       // The caller expires the access token so the refresh tick renews it before the next attempt.
       return [
         'retrying',
         { id, retryInMs: 5000, attempts: push.attempts - 1, lastError: 'Xero answered 401' },
+      ];
+    case 'forbidden':
+      // Not transient (the tenant left in Xero, or a scope is missing): the caller marks the connection,
+      // and the push waits for a reconnect without spending an attempt.
+      return [
+        'retrying',
+        {
+          id,
+          status: 'awaiting_connection',
+          attempts: push.attempts - 1,
+          lastError: forbiddenReason(outcome.detail),
+        },
       ];
     case 'transient':
       if (push.attempts >= deps.maxAttempts) {
@@ -195,6 +251,47 @@ function record(
         },
       ];
   }
+}
+
+function forbiddenReason(detail: string): string {
+  return `Xero answered 403 ${detail}: the tenant was disconnected in Xero or a scope is missing; reconnect`;
+}
+
+/** How long a 429 holds this push back: Retry-After where Xero sends it (minute, day), else our choice. */
+function rateLimitWaitMs(outcome: Extract<PushOutcome, { kind: 'rate_limited' }>): number {
+  const after = outcome.retryAfterSeconds === null ? null : outcome.retryAfterSeconds * 1000;
+  switch (outcome.problem) {
+    case 'day':
+      return after ?? DAY_PARK_FALLBACK_MS;
+    case 'appminute':
+      return after ?? APP_MINUTE_PAUSE_MS;
+    case 'concurrent':
+      return after ?? CONCURRENT_RETRY_MS;
+    default:
+      return after ?? MINUTE_FALLBACK_MS;
+  }
+}
+
+/** What this answer tells the next claim about the tenant, if anything. */
+function signalsOf(connectionId: string, outcome: PushOutcome): TenantSignals | undefined {
+  const parkForMs =
+    outcome.kind === 'rate_limited' && outcome.problem === 'day' ? rateLimitWaitMs(outcome) : null;
+  if (!outcome.limits && parkForMs === null) return undefined;
+  return {
+    connectionId,
+    minRemaining: outcome.limits?.minRemaining ?? null,
+    dayRemaining: outcome.limits?.dayRemaining ?? null,
+    parkForMs,
+  };
+}
+
+/** What this answer tells every tenant's next claim, if anything. */
+function appSignalsOf(outcome: PushOutcome): AppSignals | undefined {
+  const pausedForMs =
+    outcome.kind === 'rate_limited' && outcome.problem === 'appminute' ? rateLimitWaitMs(outcome) : null;
+  const appMinRemaining = outcome.limits?.appMinRemaining ?? null;
+  if (appMinRemaining === null && pausedForMs === null) return undefined;
+  return { appMinRemaining, pausedForMs };
 }
 
 /** Exponential back-off with full jitter over the upper half, capped: 1 → base, 2 → 2·base, ... */

@@ -13,8 +13,11 @@ export interface ClaimedPush {
   /** Counting this attempt. */
   attempts: number;
   tenant_id: string | null;
-  /** The connection exists and is `active`. */
+  /** The connection's grant: the token pair it pushes with. */
+  grant_id: string | null;
+  /** The connection exists and is `active`, and so is its grant. */
   active: boolean | null;
+  /** The grant's token_version. */
   token_version: number | null;
   /** An access token is stored and outlives the next few seconds. */
   token_fresh: boolean | null;
@@ -27,6 +30,19 @@ export interface ClaimOptions {
   /** Tenants whose per-minute budget is used up in this process: their pushes are left for later. */
   skipTenants: readonly string[];
 }
+
+/**
+ * What Xero's signals (stored by recordLimitSignals) hold back, read by every replica's next claim: all
+ * pushes while the app is paused (a 429 `appminute`, or X-AppMinLimit-Remaining 0 in the last 60 s), and the pushes of a tenant that is parked (a 429
+ * `day`) or whose minute or day budget read 0 on an answer of the last 60 s.
+ */
+const heldBySignals = sql`
+  AND NOT EXISTS (SELECT 1 FROM xero_app_limits a WHERE a.id = 'app' AND (a.paused_until > now()
+    OR (a.app_min_remaining = 0 AND a.updated_at > now() - interval '60 seconds')))
+  AND (connection_id IS NULL OR NOT EXISTS (
+    SELECT 1 FROM xero_connections s WHERE s.id = connection_id AND (
+      s.parked_until > now()
+      OR ((s.min_remaining = 0 OR s.day_remaining = 0) AND s.limits_seen_at > now() - interval '60 seconds'))))`;
 
 /**
  * Claims due pushes and writes the lease in one statement (UPDATE ... WHERE id = ANY(ARRAY(SELECT ...
@@ -57,15 +73,18 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claime
             AND next_attempt_at <= now()
             AND (lease_expires_at IS NULL OR lease_expires_at < now() OR lease_owner = ${o.owner})
             ${skip}
+            ${heldBySignals}
           ORDER BY next_attempt_at
           LIMIT ${o.batchSize}
           FOR UPDATE SKIP LOCKED))
         RETURNING id, connection_id, payload, attempts, next_attempt_at)
-      SELECT p.id, p.connection_id, p.payload, p.attempts, c.tenant_id, c.active, c.token_version, c.token_fresh
+      SELECT p.id, p.connection_id, p.payload, p.attempts, c.tenant_id, c.grant_id, c.active, c.token_version,
+             c.token_fresh
       FROM claimed p LEFT JOIN LATERAL (
-        SELECT tenant_id, status = 'active' AS active, token_version,
-               (access_token_enc IS NOT NULL AND access_expires_at > now() + interval '5 seconds') AS token_fresh
-        FROM xero_connections WHERE id = p.connection_id) c ON true
+        SELECT xc.tenant_id, xc.grant_id, (xc.status = 'active' AND g.status = 'active') AS active, g.token_version,
+               (g.access_token_enc IS NOT NULL AND g.access_expires_at > now() + interval '5 seconds') AS token_fresh
+        FROM xero_connections xc JOIN xero_grants g ON g.id = xc.grant_id
+        WHERE xc.id = p.connection_id) c ON true
       ORDER BY p.next_attempt_at`),
   );
 }
@@ -123,12 +142,77 @@ export async function settlePushes(
 // PUSH_BATCH_SIZE is at most 1000: one statement per batch.
 const SETTLE_CHUNK = 1000;
 
-/** Xero answered 401: expire these access tokens so the refresh tick renews them before the next attempt. */
-export async function expireAccessTokens(db: Database, connectionIds: readonly string[]): Promise<void> {
-  if (connectionIds.length === 0) return;
+/** Xero answered 401: expire these grants' access tokens so the refresh tick renews them first. */
+export async function expireAccessTokens(db: Database, grantIds: readonly string[]): Promise<void> {
+  if (grantIds.length === 0) return;
   await db.execute(sql`
-    UPDATE xero_connections SET access_expires_at = now(), updated_at = now()
-    WHERE id = ANY(${sql.param(connectionIds)}::uuid[])`);
+    UPDATE xero_grants SET access_expires_at = now(), updated_at = now()
+    WHERE id = ANY(${sql.param(grantIds)}::uuid[])`);
+}
+
+/** Xero answered 403: the tenant was disconnected in Xero, or the grant lacks a scope. */
+export async function markForbidden(db: Database, forbidden: ReadonlyMap<string, string>): Promise<void> {
+  if (forbidden.size === 0) return;
+  await db.execute(sql`
+    UPDATE xero_connections AS c SET status = 'needs_reauth', status_reason = v.reason, updated_at = now()
+    FROM unnest(${sql.param([...forbidden.keys()])}::uuid[], ${sql.param([...forbidden.values()])}::text[])
+      AS v(id, reason)
+    WHERE c.id = v.id`);
+}
+
+/** The latest signals per tenant connection, from Xero's answer headers and 429s. */
+export interface TenantSignals {
+  connectionId: string;
+  minRemaining: number | null;
+  dayRemaining: number | null;
+  /** A 429 `day`: no push for this tenant for this long. */
+  parkForMs: number | null;
+}
+
+/** App-wide: X-AppMinLimit-Remaining, and a pause from a 429 `appminute`. */
+export interface AppSignals {
+  appMinRemaining: number | null;
+  pausedForMs: number | null;
+}
+
+/**
+ * Stores what Xero's answers said, where the next claim (on any replica) reads it. Deliberately plain
+ * columns (docs/xero.md): a shared budget across replicas, its own issue, builds on them.
+ */
+export async function recordLimitSignals(
+  db: Database,
+  tenants: readonly TenantSignals[],
+  app: AppSignals | null,
+): Promise<void> {
+  if (tenants.length > 0) {
+    const column = <T>(pick: (s: TenantSignals) => T) => sql.param(tenants.map(pick));
+    await db.execute(sql`
+      UPDATE xero_connections AS c SET
+        min_remaining = coalesce(v.min_remaining, c.min_remaining),
+        day_remaining = coalesce(v.day_remaining, c.day_remaining),
+        limits_seen_at = now(),
+        parked_until = CASE WHEN v.park_ms IS NULL THEN c.parked_until
+                            ELSE greatest(c.parked_until, now() + v.park_ms * interval '1 millisecond') END
+      FROM unnest(
+        ${column((s) => s.connectionId)}::uuid[],
+        ${column((s) => s.minRemaining)}::int[],
+        ${column((s) => s.dayRemaining)}::int[],
+        ${column((s) => (s.parkForMs === null ? null : Math.max(0, Math.round(s.parkForMs))))}::bigint[]
+      ) AS v(id, min_remaining, day_remaining, park_ms)
+      WHERE c.id = v.id`);
+  }
+  if (app !== null) {
+    await db.execute(sql`
+      INSERT INTO xero_app_limits (id, app_min_remaining, paused_until, updated_at)
+      VALUES ('app', ${app.appMinRemaining},
+              CASE WHEN ${app.pausedForMs}::bigint IS NULL THEN NULL
+                   ELSE now() + ${app.pausedForMs}::bigint * interval '1 millisecond' END, now())
+      ON CONFLICT (id) DO UPDATE SET
+        app_min_remaining = coalesce(excluded.app_min_remaining, xero_app_limits.app_min_remaining),
+        paused_until = CASE WHEN excluded.paused_until IS NULL THEN xero_app_limits.paused_until
+                            ELSE greatest(xero_app_limits.paused_until, excluded.paused_until) END,
+        updated_at = now()`);
+  }
 }
 
 /** The rows of db.execute, which every driver (node-postgres, Neon, PGlite) returns as `{ rows }`. */

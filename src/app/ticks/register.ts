@@ -8,7 +8,7 @@ import type { XeroClient } from '../xero/client.js';
 import { AccessTokenCache } from '../xero/connections.js';
 import { TenantLimiter } from '../xero/tenant-limiter.js';
 import { pushDueInvoices } from './push-invoices.js';
-import { refreshExpiringTokens } from './refresh-tokens.js';
+import { CredentialsState, refreshExpiringTokens } from './refresh-tokens.js';
 
 export const TICKS = { push: 'push-invoices', refresh: 'refresh-tokens' } as const;
 
@@ -24,6 +24,7 @@ export interface TickSetup {
 export function createTicks({ config, xero, box, owner, log }: TickSetup) {
   const limiter = new TenantLimiter();
   const tokens = new AccessTokenCache();
+  const credentials = new CredentialsState();
   // A lease outlives the slowest push (its timeout) with room to spare; an expired one is fair game.
   const leaseMs = Math.max(60_000, config.xero.timeoutMs * 3);
   return {
@@ -49,6 +50,7 @@ export function createTicks({ config, xero, box, owner, log }: TickSetup) {
         leaseMs,
         batchSize: 50,
         log,
+        credentials,
       }),
   };
 }

@@ -7,29 +7,57 @@ export interface TokenSet {
   accessToken: string;
   refreshToken: string;
   expiresAt: Date;
+  /** The scopes Xero granted (the token response's `scope`), when it said. */
+  scope?: string | null;
 }
 
 export type RefreshOutcome =
   | { kind: 'ok'; tokens: TokenSet }
   | { kind: 'invalid_grant' }
+  /** The client id or secret is wrong (rotated, mistyped): configuration, not this grant. */
+  | { kind: 'invalid_client' }
+  /** Xero answered without a refresh token: the consent lacked `offline_access`. */
+  | { kind: 'no_refresh_token' }
   | { kind: 'transient'; reason: string };
 
-export type PushOutcome =
+/** X-Rate-Limit-Problem on a 429 (Xero's API limits guide). */
+export type RateLimitProblem = 'minute' | 'day' | 'appminute' | 'concurrent';
+
+/** What Xero's answer headers said of the remaining budgets; null where a header was absent. */
+export interface LimitSignals {
+  minRemaining: number | null;
+  dayRemaining: number | null;
+  appMinRemaining: number | null;
+}
+
+export type PushOutcome = (
   | { kind: 'ok'; invoiceId: string }
-  | { kind: 'rate_limited'; retryAfterSeconds: number }
+  /** `retryAfterSeconds` is null where Xero sends no Retry-After (appminute, concurrent). */
+  | { kind: 'rate_limited'; problem: RateLimitProblem | null; retryAfterSeconds: number | null }
   | { kind: 'invalid'; message: string }
   | { kind: 'unauthorized' }
-  | { kind: 'transient'; reason: string };
+  /** 403: the tenant was disconnected in Xero, or the grant lacks a scope. Not transient. */
+  | { kind: 'forbidden'; detail: string }
+  | { kind: 'transient'; reason: string }
+) & { limits?: LimitSignals };
 
 export interface XeroTenant {
   tenantId: string;
   tenantName: string | null;
+  /** The connection's `id`: what DELETE /connections/{id} takes. */
+  connectionId: string | null;
+  authEventId: string | null;
 }
+
+export type DisconnectOutcome = 'ok' | 'not_found' | 'unauthorized' | 'failed';
 
 export interface XeroClient {
   exchangeCode(code: string, redirectUri: string): Promise<RefreshOutcome>;
   refresh(refreshToken: string): Promise<RefreshOutcome>;
-  connections(accessToken: string): Promise<XeroTenant[]>;
+  /** The tenants of one consent when `authEventId` is given; without it, every tenant of the user. */
+  connections(accessToken: string, authEventId?: string): Promise<XeroTenant[]>;
+  /** Disconnects one tenant (DELETE /connections/{id}); the grant's other tenants stay. */
+  disconnect(accessToken: string, connectionId: string): Promise<DisconnectOutcome>;
   putInvoice(
     accessToken: string,
     tenantId: string,
@@ -76,7 +104,8 @@ export function createXeroClient(config: XeroConfig, fetchImpl: typeof fetch = f
     } catch (err) {
       return { kind: 'transient', reason: transportReason(err) };
     }
-    if (res.ok && typeof body.access_token === 'string' && typeof body.refresh_token === 'string') {
+    if (res.ok && typeof body.access_token === 'string') {
+      if (typeof body.refresh_token !== 'string') return { kind: 'no_refresh_token' };
       const expiresIn = typeof body.expires_in === 'number' ? body.expires_in : 1800;
       return {
         kind: 'ok',
@@ -84,10 +113,14 @@ export function createXeroClient(config: XeroConfig, fetchImpl: typeof fetch = f
           accessToken: body.access_token,
           refreshToken: body.refresh_token,
           expiresAt: new Date(Date.now() + expiresIn * 1000),
+          scope: typeof body.scope === 'string' ? body.scope : null,
         },
       };
     }
     if (res.status === 400 && body.error === 'invalid_grant') return { kind: 'invalid_grant' };
+    // RFC 6749 5.2 lets the server answer 400 or 401 for a client that failed to authenticate.
+    if ((res.status === 400 || res.status === 401) && body.error === 'invalid_client')
+      return { kind: 'invalid_client' };
     return { kind: 'transient', reason: `token endpoint answered ${res.status}` };
   };
 
@@ -96,22 +129,52 @@ export function createXeroClient(config: XeroConfig, fetchImpl: typeof fetch = f
       tokenGrant({ grant_type: 'authorization_code', code, redirect_uri: redirectUri }),
     refresh: (refreshToken) => tokenGrant({ grant_type: 'refresh_token', refresh_token: refreshToken }),
 
-    async connections(accessToken) {
+    async connections(accessToken, authEventId) {
+      const query = authEventId ? `?${new URLSearchParams({ authEventId })}` : '';
       const list = await call(
-        `${config.apiUrl}/connections`,
+        `${config.apiUrl}/connections${query}`,
         { headers: { authorization: `Bearer ${accessToken}` } },
         async (res) => {
           if (!res.ok) throw new Error(`Xero /connections answered ${res.status}`);
           return (await res.json()) as {
+            id?: string;
+            authEventId?: string;
             tenantId: string;
             tenantName?: string | null;
             tenantType?: string;
           }[];
         },
       );
-      return list
-        .filter((t) => t.tenantType === undefined || t.tenantType === 'ORGANISATION')
-        .map((t) => ({ tenantId: t.tenantId, tenantName: t.tenantName ?? null }));
+      return (
+        list
+          .filter((t) => t.tenantType === undefined || t.tenantType === 'ORGANISATION')
+          // Belt and braces: a server that ignored the filter must not hand us another consent's tenants.
+          .filter((t) => !authEventId || t.authEventId === undefined || t.authEventId === authEventId)
+          .map((t) => ({
+            tenantId: t.tenantId,
+            tenantName: t.tenantName ?? null,
+            connectionId: t.id ?? null,
+            authEventId: t.authEventId ?? null,
+          }))
+      );
+    },
+
+    async disconnect(accessToken, connectionId) {
+      try {
+        return await call(
+          `${config.apiUrl}/connections/${encodeURIComponent(connectionId)}`,
+          { method: 'DELETE', headers: { authorization: `Bearer ${accessToken}` } },
+          async (res): Promise<DisconnectOutcome> => {
+            await res.body?.cancel();
+            if (res.ok) return 'ok';
+            if (res.status === 404) return 'not_found';
+            if (res.status === 401 || res.status === 403) return 'unauthorized';
+            return 'failed';
+          },
+        );
+      } catch {
+        return 'failed';
+      }
     },
 
     async revoke(refreshToken) {
@@ -133,7 +196,10 @@ export function createXeroClient(config: XeroConfig, fetchImpl: typeof fetch = f
     async putInvoice(accessToken, tenantId, idempotencyKey, invoice) {
       try {
         return await call(
-          `${config.apiUrl}/api.xro/2.0/Invoices`,
+          // unitdp=4: without it Xero rounds UnitAmount to two places (the spec's UnitPrice: "By default
+          // UnitPrice is rounded to two decimal places. You can use 4 decimal places by adding the
+          // unitdp=4 querystring parameter").
+          `${config.apiUrl}/api.xro/2.0/Invoices?unitdp=4`,
           {
             method: 'PUT',
             headers: {
@@ -155,38 +221,100 @@ export function createXeroClient(config: XeroConfig, fetchImpl: typeof fetch = f
 }
 
 async function pushOutcome(res: Response): Promise<PushOutcome> {
+  const limits = limitSignals(res.headers);
+  const outcome = await classify(res);
+  return limits ? { ...outcome, limits } : outcome;
+}
+
+const ZERO_ID = '00000000-0000-0000-0000-000000000000';
+
+interface InvoiceAnswer {
+  InvoiceID?: string;
+  HasErrors?: boolean;
+  StatusAttributeString?: string;
+  ValidationErrors?: { Message?: string }[];
+  Contact?: { ValidationErrors?: { Message?: string }[] };
+  LineItems?: { ValidationErrors?: { Message?: string }[] }[];
+}
+
+async function classify(res: Response): Promise<PushOutcome> {
   if (res.ok) {
-    const body = (await res.json().catch(() => ({}))) as { Invoices?: { InvoiceID?: string }[] };
-    const invoiceId = body.Invoices?.[0]?.InvoiceID;
+    const body = (await res.json().catch(() => ({}))) as { Invoices?: InvoiceAnswer[] };
+    const invoice = body.Invoices?.[0];
+    // A 200 can still carry a rejected invoice (summarizeErrors=false): HasErrors, an ERROR status
+    // attribute, or the all-zero InvoiceID Xero gives an element it did not create.
+    if (invoice && (invoice.HasErrors === true || invoice.StatusAttributeString === 'ERROR'))
+      return { kind: 'invalid', message: validationMessages([invoice]) };
+    const invoiceId = invoice?.InvoiceID;
+    if (invoiceId === ZERO_ID) return { kind: 'invalid', message: validationMessages([invoice ?? {}]) };
     return invoiceId
       ? { kind: 'ok', invoiceId }
       : { kind: 'transient', reason: 'no InvoiceID in the answer' };
   }
   if (res.status === 429) {
-    const retryAfter = Number(res.headers.get('retry-after'));
+    await res.body?.cancel();
+    const problem = res.headers.get('x-rate-limit-problem')?.toLowerCase() ?? null;
+    const retryAfter = Number(res.headers.get('retry-after') ?? Number.NaN);
     return {
       kind: 'rate_limited',
-      retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : 60,
+      problem: isProblem(problem) ? problem : null,
+      retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : null,
     };
   }
-  if (res.status === 401) return { kind: 'unauthorized' };
-  if (res.status === 400) return { kind: 'invalid', message: await validationMessage(res) };
+  if (res.status === 401) {
+    await res.body?.cancel();
+    return { kind: 'unauthorized' };
+  }
+  if (res.status === 403) {
+    const body = (await res.json().catch(() => ({}))) as { Detail?: string; Title?: string };
+    return { kind: 'forbidden', detail: String(body.Detail ?? body.Title ?? 'Forbidden').slice(0, 200) };
+  }
+  if (res.status === 400) {
+    const body = (await res.json().catch(() => ({}))) as { Message?: string; Elements?: InvoiceAnswer[] };
+    return { kind: 'invalid', message: validationMessages(body.Elements ?? [], body.Message) };
+  }
+  await res.body?.cancel();
   return { kind: 'transient', reason: `Xero answered ${res.status}` };
 }
 
-// Xero's ValidationException lists messages per element; the first few are what an operator needs.
-async function validationMessage(res: Response): Promise<string> {
-  const body = (await res.json().catch(() => ({}))) as {
-    Message?: string;
-    Elements?: { ValidationErrors?: { Message?: string }[] }[];
+const PROBLEMS: readonly string[] = ['minute', 'day', 'appminute', 'concurrent'];
+const isProblem = (p: string | null): p is RateLimitProblem => p !== null && PROBLEMS.includes(p);
+
+/** X-MinLimit-Remaining, X-DayLimit-Remaining, X-AppMinLimit-Remaining; undefined when none came. */
+export function limitSignals(headers: Headers): LimitSignals | undefined {
+  const read = (name: string) => {
+    const raw = headers.get(name);
+    if (raw === null || raw.trim() === '') return null;
+    const n = Number(raw);
+    return Number.isInteger(n) && n >= 0 ? n : null;
   };
-  const messages = (body.Elements ?? []).flatMap((e) =>
-    (e.ValidationErrors ?? []).map((v) => v.Message ?? ''),
-  );
-  return (messages.filter(Boolean).slice(0, 3).join('; ') || body.Message || 'validation failed').slice(
-    0,
-    500,
-  );
+  const limits = {
+    minRemaining: read('x-minlimit-remaining'),
+    dayRemaining: read('x-daylimit-remaining'),
+    appMinRemaining: read('x-appminlimit-remaining'),
+  };
+  return limits.minRemaining === null && limits.dayRemaining === null && limits.appMinRemaining === null
+    ? undefined
+    : limits;
+}
+
+/**
+ * Xero's ValidationErrors sit on the invoice element, on its Contact and on each LineItem; the first
+ * few, with where they sit, are what an operator needs. "A validation exception occurred" (the
+ * top-level Message) only when no element says more.
+ */
+function validationMessages(elements: InvoiceAnswer[], fallback?: string): string {
+  const messages: string[] = [];
+  const add = (where: string, errors: { Message?: string }[] | undefined) => {
+    for (const e of errors ?? []) if (e.Message) messages.push(where ? `${where}: ${e.Message}` : e.Message);
+  };
+  for (const element of elements) {
+    add('', element.ValidationErrors);
+    add('Contact', element.Contact?.ValidationErrors);
+    (element.LineItems ?? []).forEach((line, i) => void add(`LineItems[${i}]`, line.ValidationErrors));
+  }
+  const unique = [...new Set(messages)];
+  return (unique.slice(0, 5).join('; ') || fallback || 'validation failed').slice(0, 1000);
 }
 
 function transportReason(err: unknown): string {
@@ -194,23 +322,42 @@ function transportReason(err: unknown): string {
   return 'network error';
 }
 
-/** Our stored invoice, in Xero's shape: a draft sales invoice. */
-export function toXeroInvoice(input: {
+/** The invoice as ingress stored it (see invoices/input.ts): amounts are decimal strings. */
+export interface StoredInvoice {
   contact: { name: string };
   lineItems: { description: string; quantity: string; unitAmount: string; accountCode?: string }[];
   date: string;
   dueDate?: string;
   currency: string;
   reference?: string;
-}) {
+}
+
+/** What toXeroInvoice builds; test/xero-node-contract.test.ts checks it against xero-node's models. */
+export interface XeroInvoicePayload {
+  Type: 'ACCREC';
+  Status: 'DRAFT';
+  Contact: { Name: string };
+  LineItems: { Description: string; Quantity: number; UnitAmount: number; AccountCode?: string }[];
+  Date: string;
+  DueDate?: string;
+  CurrencyCode: string;
+  Reference?: string;
+}
+
+/**
+ * Our stored invoice, in Xero's shape: a draft sales invoice. Quantity and UnitAmount are JSON numbers
+ * (`type: number, format: double` in xero_accounting.yaml, and what xero-node sends); ingress limits
+ * them to 15 significant digits, so the decimal string converts to a double and back exactly.
+ */
+export function toXeroInvoice(input: StoredInvoice): XeroInvoicePayload {
   return {
     Type: 'ACCREC',
     Status: 'DRAFT',
-    Contact: { Name: input.contact.name },
+    Contact: { Name: input.contact.name.trim() },
     LineItems: input.lineItems.map((l) => ({
       Description: l.description,
-      Quantity: l.quantity,
-      UnitAmount: l.unitAmount,
+      Quantity: Number(l.quantity),
+      UnitAmount: Number(l.unitAmount),
       ...(l.accountCode ? { AccountCode: l.accountCode } : {}),
     })),
     Date: input.date,
@@ -218,4 +365,16 @@ export function toXeroInvoice(input: {
     CurrencyCode: input.currency,
     ...(input.reference ? { Reference: input.reference } : {}),
   };
+}
+
+/** The `authentication_event_id` claim of a Xero access token (a JWT), or null if it has none. */
+export function authEventIdOf(accessToken: string): string | null {
+  const payload = accessToken.split('.')[1];
+  if (!payload) return null;
+  try {
+    const json = JSON.parse(atob(payload.replace(/-/g, '+').replace(/_/g, '/'))) as Record<string, unknown>;
+    return typeof json.authentication_event_id === 'string' ? json.authentication_event_id : null;
+  } catch {
+    return null;
+  }
 }

@@ -7,9 +7,10 @@ import { requireApiKey } from '../auth.js';
 import type { XeroConfig } from '../config.js';
 import { ApiError } from '../errors.js';
 import type { Registry } from '../registry.js';
-import type { XeroClient } from './client.js';
-import { saveConnection } from './connections.js';
+import { authEventIdOf, type XeroClient } from './client.js';
+import { saveGrant } from './connections.js';
 import { consumeState, issueState } from './oauth-state.js';
+import { missingInvoiceScope } from './scopes.js';
 
 export interface ConnectRoutesDeps {
   database: DatabaseHandle;
@@ -62,6 +63,18 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
     if (!organizationId)
       throw new ApiError(400, 'invalid_state', 'the state is unknown, used or expired; start again');
     const exchanged = await xero.exchangeCode(code, config.redirectUri);
+    if (exchanged.kind === 'no_refresh_token') {
+      throw new ApiError(
+        400,
+        'xero_scope_missing',
+        'Xero granted no refresh token: the scopes must include offline_access (XERO_SCOPES)',
+        [{ path: 'scope', message: 'must include offline_access' }],
+      );
+    }
+    if (exchanged.kind === 'invalid_client') {
+      log.error('xero rejected the client credentials (invalid_client): check XERO_CLIENT_ID/SECRET');
+      throw new ApiError(502, 'xero_exchange_failed', 'Xero did not accept this server’s client credentials');
+    }
     if (exchanged.kind !== 'ok') {
       throw new ApiError(
         502,
@@ -69,22 +82,39 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
         'Xero did not accept the authorization code; start again',
       );
     }
-    const tenants = await xero.connections(exchanged.tokens.accessToken);
-    const connected = [];
-    for (const tenant of tenants) {
-      const id = await run((db) =>
-        saveConnection(db, box, {
-          organizationId,
-          tenantId: tenant.tenantId,
-          tenantName: tenant.tenantName,
-          tokens: exchanged.tokens,
-        }),
-      );
-      connected.push({ id, tenantId: tenant.tenantId, tenantName: tenant.tenantName });
+    const { tokens } = exchanged;
+    const missing = missingInvoiceScope(tokens.scope);
+    if (missing) {
+      throw new ApiError(400, 'xero_scope_missing', missing, [{ path: 'scope', message: missing }]);
     }
-    log.info('xero connected', { organization: organizationId, tenants: connected.length });
-    deps.onConnected();
-    return c.json({ connected });
+    // Only the tenants of this consent: GET /connections lists every tenant the Xero *user* ever
+    // connected to the app, which may belong to another organization of ours (xero-identity.yaml:
+    // authEventId, "Identifier shared across connections authorised at the same time").
+    const authEventId = authEventIdOf(tokens.accessToken);
+    if (!authEventId) {
+      throw new ApiError(
+        502,
+        'xero_exchange_failed',
+        'Xero’s access token names no authentication event, so the approved tenants cannot be told apart',
+      );
+    }
+    const tenants = await xero.connections(tokens.accessToken, authEventId);
+    const saved = await run((db) =>
+      saveGrant(db, box, { organizationId, authEventId, scope: tokens.scope ?? null, tokens, tenants }),
+    );
+    for (const r of saved.refused) {
+      log.warn('xero tenant held by another organization: not connected', {
+        organization: organizationId,
+        tenant: r.tenantId,
+      });
+    }
+    log.info('xero connected', {
+      organization: organizationId,
+      tenants: saved.connected.length,
+      refused: saved.refused.length,
+    });
+    if (saved.connected.length > 0) deps.onConnected();
+    return c.json({ connected: saved.connected, refused: saved.refused });
   });
 
   return routes;

@@ -1,46 +1,49 @@
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { and, inArray, ne, sql } from 'drizzle-orm';
 import type { Database } from '../../platform/db/types.js';
 import type { SecretBox } from '../../platform/secret-box.js';
-import { invoicePushes, xeroConnections } from '../schema.js';
-import type { TokenSet } from './client.js';
+import { xeroConnections, xeroGrants } from '../schema.js';
+import type { TokenSet, XeroTenant } from './client.js';
 
-// Tokens are sealed with associated data naming their row and column, so a ciphertext moved to
-// another connection (or from the access to the refresh column) does not decrypt.
-export const tokenContext = (organizationId: string, tenantId: string, column: 'access' | 'refresh') =>
-  `xero:${organizationId}:${tenantId}:${column}`;
+// Tokens are sealed with associated data naming their grant and column, so a ciphertext moved to
+// another grant (or from the access to the refresh column) does not decrypt. Grants migrated from
+// per-tenant rows keep the context they were sealed under (`seal_context`) until their next refresh.
+export const tokenContext = (
+  grant: { id: string; sealContext: string | null },
+  column: 'access' | 'refresh',
+) => `${grant.sealContext ?? `xero-grant:${grant.id}`}:${column}`;
 
 /**
- * Decrypted access tokens by connection and token_version, for the push tick. Every write of
- * access_token_enc bumps token_version (saveConnection below, the refresh tick's compare-and-set), so
- * an entry is never stale: a new version is a miss. Decrypting (AES-GCM through WebCrypto, plus the
+ * Decrypted access tokens by grant and token_version, for the push tick. Every write of
+ * access_token_enc bumps token_version (saveGrant below, the refresh tick's compare-and-set), so an
+ * entry is never stale: a new version is a miss. Decrypting (AES-GCM through WebCrypto, plus the
  * base64) cost more CPU than everything else a push does, once per push; now it is once per version.
- * The bound keeps a process with many tenants from holding every token it ever saw.
+ * The bound keeps a process with many grants from holding every token it ever saw.
  */
 export class AccessTokenCache {
   readonly #entries = new Map<string, { version: number; token: string }>();
 
   constructor(private readonly maxEntries = 10_000) {}
 
-  get(connectionId: string, version: number): string | undefined {
-    const entry = this.#entries.get(connectionId);
+  get(grantId: string, version: number): string | undefined {
+    const entry = this.#entries.get(grantId);
     return entry?.version === version ? entry.token : undefined;
   }
 
-  set(connectionId: string, version: number, token: string): void {
-    if (!this.#entries.has(connectionId) && this.#entries.size >= this.maxEntries) {
+  set(grantId: string, version: number, token: string): void {
+    if (!this.#entries.has(grantId) && this.#entries.size >= this.maxEntries) {
       // The oldest entry goes first (a Map iterates in insertion order).
       const oldest = this.#entries.keys().next();
       if (!oldest.done) this.#entries.delete(oldest.value);
     }
-    this.#entries.set(connectionId, { version, token });
+    this.#entries.set(grantId, { version, token });
   }
 }
 
 /**
- * The access tokens of these connections (at the token_version the caller saw): cached ones at once,
- * the others read in one statement and decrypted once each. A row now at a newer version (a refresh
- * landed in between) yields the newer token. A token that does not decrypt maps to its error, so one
- * bad row does not fail the others; a connection without a stored token is absent.
+ * The access tokens of these grants (at the token_version the caller saw): cached ones at once, the
+ * others read in one statement and decrypted once each. A row now at a newer version (a refresh landed
+ * in between) yields the newer token. A token that does not decrypt maps to its error, so one bad row
+ * does not fail the others; a grant without a stored token is absent.
  */
 export async function accessTokens(
   db: Database,
@@ -50,30 +53,26 @@ export async function accessTokens(
 ): Promise<Map<string, string | Error>> {
   const out = new Map<string, string | Error>();
   const missing: string[] = [];
-  for (const [connectionId, version] of wanted) {
-    const token = cache.get(connectionId, version);
-    if (token === undefined) missing.push(connectionId);
-    else out.set(connectionId, token);
+  for (const [grantId, version] of wanted) {
+    const token = cache.get(grantId, version);
+    if (token === undefined) missing.push(grantId);
+    else out.set(grantId, token);
   }
   if (missing.length === 0) return out;
   const rows = await db
     .select({
-      id: xeroConnections.id,
-      organizationId: xeroConnections.organizationId,
-      tenantId: xeroConnections.tenantId,
-      tokenVersion: xeroConnections.tokenVersion,
-      accessTokenEnc: xeroConnections.accessTokenEnc,
+      id: xeroGrants.id,
+      sealContext: xeroGrants.sealContext,
+      tokenVersion: xeroGrants.tokenVersion,
+      accessTokenEnc: xeroGrants.accessTokenEnc,
     })
-    .from(xeroConnections)
-    .where(inArray(xeroConnections.id, missing));
+    .from(xeroGrants)
+    .where(inArray(xeroGrants.id, missing));
   await Promise.all(
     rows.map(async (row) => {
       if (!row.accessTokenEnc) return;
       try {
-        const token = await box.open(
-          row.accessTokenEnc,
-          tokenContext(row.organizationId, row.tenantId, 'access'),
-        );
+        const token = await box.open(row.accessTokenEnc, tokenContext(row, 'access'));
         cache.set(row.id, row.tokenVersion, token);
         out.set(row.id, token);
       } catch (err) {
@@ -84,47 +83,106 @@ export async function accessTokens(
   return out;
 }
 
-export interface NewConnection {
+export interface NewGrant {
   organizationId: string;
-  tenantId: string;
-  tenantName: string | null;
+  /** The access token's `authentication_event_id`: Xero's id for this consent. */
+  authEventId: string | null;
+  scope: string | null;
   tokens: TokenSet;
+  /** The tenants of this consent only (GET /connections?authEventId=...). */
+  tenants: XeroTenant[];
+}
+
+export interface SavedGrant {
+  grantId: string | null;
+  connected: { id: string; tenantId: string; tenantName: string | null }[];
+  /** Tenants of this consent that another organization already holds: not stored, not moved. */
+  refused: { tenantId: string; tenantName: string | null; reason: 'held_by_another_organization' }[];
 }
 
 /**
- * Stores (or re-authorises) a connection and queues the organization's invoices that were waiting
- * for one. Re-authorising bumps token_version so no in-flight refresh can overwrite the new tokens
- * (and so the push tick's AccessTokenCache lets go of the old access token).
+ * Stores one consent: a grant with its token pair, and a connection per tenant of the consent.
+ * A tenant the organization already had moves to the new grant (a reconnect); a tenant another
+ * organization holds is refused, never re-assigned. Grants of the organization left without a tenant
+ * are deleted (not revoked at Xero: the tenants they had now live on the new consent, and Xero's
+ * documents do not say whether revoking the old one would drop them too). Then the organization's
+ * invoices that waited for a connection are queued.
  */
-export async function saveConnection(db: Database, box: SecretBox, input: NewConnection): Promise<string> {
-  const { organizationId, tenantId, tokens } = input;
-  const sealed = {
-    accessTokenEnc: await box.seal(tokens.accessToken, tokenContext(organizationId, tenantId, 'access')),
-    refreshTokenEnc: await box.seal(tokens.refreshToken, tokenContext(organizationId, tenantId, 'refresh')),
-    accessExpiresAt: tokens.expiresAt,
-  };
-  const [row] = await db
-    .insert(xeroConnections)
-    .values({ organizationId, tenantId, tenantName: input.tenantName, ...sealed })
-    .onConflictDoUpdate({
-      target: [xeroConnections.organizationId, xeroConnections.tenantId],
-      set: {
-        ...sealed,
-        tenantName: input.tenantName,
-        status: 'active',
-        tokenVersion: sql`${xeroConnections.tokenVersion} + 1`,
-        refreshLeaseOwner: null,
-        refreshLeaseExpiresAt: null,
-        updatedAt: sql`now()`,
-      },
-    })
-    .returning({ id: xeroConnections.id });
-  if (!row) throw new Error('saving the connection returned no row');
-  await db
-    .update(invoicePushes)
-    .set({ status: 'queued', connectionId: row.id, nextAttemptAt: sql`now()`, updatedAt: sql`now()` })
+export async function saveGrant(db: Database, box: SecretBox, input: NewGrant): Promise<SavedGrant> {
+  const { organizationId, tokens } = input;
+  const result: SavedGrant = { grantId: null, connected: [], refused: [] };
+  if (input.tenants.length === 0) return result;
+
+  const held = await db
+    .select({ tenantId: xeroConnections.tenantId })
+    .from(xeroConnections)
     .where(
-      and(eq(invoicePushes.organizationId, organizationId), eq(invoicePushes.status, 'awaiting_connection')),
+      and(
+        inArray(
+          xeroConnections.tenantId,
+          input.tenants.map((t) => t.tenantId),
+        ),
+        ne(xeroConnections.organizationId, organizationId),
+      ),
     );
-  return row.id;
+  const heldElsewhere = new Set(held.map((h) => h.tenantId));
+  const mine = input.tenants.filter((t) => !heldElsewhere.has(t.tenantId));
+  for (const t of input.tenants) {
+    if (heldElsewhere.has(t.tenantId))
+      result.refused.push({
+        tenantId: t.tenantId,
+        tenantName: t.tenantName,
+        reason: 'held_by_another_organization',
+      });
+  }
+  if (mine.length === 0) return result;
+
+  const grant = { id: crypto.randomUUID(), sealContext: null };
+  await db.insert(xeroGrants).values({
+    id: grant.id,
+    organizationId,
+    authEventId: input.authEventId,
+    scope: input.scope,
+    accessTokenEnc: await box.seal(tokens.accessToken, tokenContext(grant, 'access')),
+    refreshTokenEnc: await box.seal(tokens.refreshToken, tokenContext(grant, 'refresh')),
+    accessExpiresAt: tokens.expiresAt,
+  });
+  result.grantId = grant.id;
+
+  for (const tenant of mine) {
+    // The NOT EXISTS keeps a tenant another organization took between the read above and here.
+    const rows = await db.execute<{ id: string }>(sql`
+      INSERT INTO xero_connections (organization_id, grant_id, tenant_id, tenant_name, xero_connection_id)
+      SELECT ${organizationId}, ${grant.id}, ${tenant.tenantId}, ${tenant.tenantName}, ${tenant.connectionId}
+      WHERE NOT EXISTS (SELECT 1 FROM xero_connections
+                        WHERE tenant_id = ${tenant.tenantId} AND organization_id <> ${organizationId})
+      ON CONFLICT (organization_id, tenant_id) DO UPDATE SET
+        grant_id = excluded.grant_id, tenant_name = excluded.tenant_name,
+        xero_connection_id = excluded.xero_connection_id, status = 'active', status_reason = NULL,
+        parked_until = NULL, updated_at = now()
+      RETURNING id`);
+    const id = (rows as unknown as { rows: { id: string }[] }).rows[0]?.id;
+    if (id) result.connected.push({ id, tenantId: tenant.tenantId, tenantName: tenant.tenantName });
+    else
+      result.refused.push({
+        tenantId: tenant.tenantId,
+        tenantName: tenant.tenantName,
+        reason: 'held_by_another_organization',
+      });
+  }
+  await db.execute(sql`
+    DELETE FROM xero_grants g WHERE g.organization_id = ${organizationId}
+      AND NOT EXISTS (SELECT 1 FROM xero_connections c WHERE c.grant_id = g.id)`);
+  const first = result.connected[0];
+  if (first) {
+    // Waiting pushes of a tenant this consent brought back keep it; those that never had a connection
+    // take the first tenant (as ingress does). Pushes of a tenant still not reconnected keep waiting.
+    const ids = result.connected.map((c) => c.id);
+    await db.execute(sql`
+      UPDATE invoice_pushes SET status = 'queued', next_attempt_at = now(), updated_at = now(),
+        connection_id = coalesce(connection_id, ${first.id}::uuid)
+      WHERE organization_id = ${organizationId} AND status = 'awaiting_connection'
+        AND (connection_id IS NULL OR connection_id = ANY(${sql.param(ids)}::uuid[]))`);
+  }
+  return result;
 }
