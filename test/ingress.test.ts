@@ -129,6 +129,38 @@ describe('invoice ingress: bad input', () => {
       field: 'date',
     },
     {
+      name: 'a contact name that is blank after trimming',
+      body: JSON.stringify(invoiceBody({ contact: { name: ' \t ' } })),
+      status: 422,
+      code: 'validation_failed',
+      field: 'contact.name',
+    },
+    {
+      name: 'a currency that is not ISO 4217',
+      body: JSON.stringify(invoiceBody({ currency: 'ABC' })),
+      status: 422,
+      code: 'validation_failed',
+      field: 'currency',
+    },
+    {
+      name: 'an amount with 5 decimal places',
+      body: JSON.stringify(
+        invoiceBody({ lineItems: [{ description: 'x', quantity: '1', unitAmount: '1.12345' }] }),
+      ),
+      status: 422,
+      code: 'validation_failed',
+      field: 'lineItems.0.unitAmount',
+    },
+    {
+      name: 'an amount with 12 digits before the point',
+      body: JSON.stringify(
+        invoiceBody({ lineItems: [{ description: 'x', quantity: '123456789012', unitAmount: '1' }] }),
+      ),
+      status: 422,
+      code: 'validation_failed',
+      field: 'lineItems.0.quantity',
+    },
+    {
       name: 'a control character',
       body: JSON.stringify(invoiceBody({ reference: 'a\u0000b' })),
       status: 422,
@@ -307,13 +339,13 @@ describe('invoice ingress: idempotency and isolation', () => {
 
 describe('invoice ingress: properties', () => {
   const decimal = fc
-    .tuple(fc.bigInt({ min: 0n, max: 9_999_999_999_999n }), fc.option(fc.integer({ min: 0, max: 9999 })))
+    .tuple(fc.bigInt({ min: 0n, max: 99_999_999_999n }), fc.option(fc.integer({ min: 0, max: 9999 })))
     .map(([whole, frac]) => (frac === null ? `${whole}` : `${whole}.${String(frac).padStart(4, '0')}`));
   const safeText = (max: number) =>
     fc.string({ minLength: 1, maxLength: max, unit: 'grapheme' }).filter((s) => !hasControlCharacter(s));
   const validInvoice = fc.record(
     {
-      contact: fc.record({ name: safeText(40) }),
+      contact: fc.record({ name: safeText(40).filter((s) => s.trim() !== '') }),
       lineItems: fc.array(fc.record({ description: safeText(40), quantity: decimal, unitAmount: decimal }), {
         minLength: 1,
         maxLength: 5,

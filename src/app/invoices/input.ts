@@ -6,10 +6,27 @@ import type { FieldError } from '../errors.js';
 
 const MAX_LINE_ITEMS = 500;
 
+/**
+ * Decimal limits, stated in the message (docs/xero.md): at most 4 decimal places, because Xero keeps
+ * four for UnitAmount only with unitdp=4 (which the client always sends) and rounds anything finer
+ * silently; at most 11 digits before the point, so every amount (at most 15 significant digits) is
+ * exactly the JSON number Xero's `type: number, format: double` carries.
+ */
+export const DECIMAL_LIMITS = { integerDigits: 11, places: 4 } as const;
 const decimal = string().regex(
-  /^(0|[1-9]\d{0,12})(\.\d{1,4})?$/,
-  'must be a non-negative decimal string, e.g. "12.50"',
+  /^(0|[1-9]\d{0,10})(\.\d{1,4})?$/,
+  `must be a non-negative decimal string with at most ${DECIMAL_LIMITS.integerDigits} digits before the point and ${DECIMAL_LIMITS.places} after it, e.g. "12.50"`,
 );
+
+/**
+ * ISO 4217 codes as the runtime knows them: Intl.supportedValuesOf is web standard (ECMA-402) and
+ * present on Node, Bun and workerd. Read once, at first use.
+ */
+let currencies: ReadonlySet<string> | undefined;
+export function isCurrencyCode(code: string): boolean {
+  currencies ??= new Set(Intl.supportedValuesOf('currency'));
+  return currencies.has(code);
+}
 
 const text = (max: number) =>
   string()
@@ -37,13 +54,19 @@ export const lineItemInput = strictObject({
 });
 
 export const invoiceInput = strictObject({
-  contact: strictObject({ name: text(255) }),
+  // Xero rejects a contact without a name; blank after trimming is no name (and Xero trims).
+  contact: strictObject({
+    name: text(255).refine((n) => n.trim() !== '', 'must not be blank'),
+  }),
   lineItems: array(lineItemInput)
     .min(1, 'must have at least one line item')
     .max(MAX_LINE_ITEMS, `must have at most ${MAX_LINE_ITEMS} line items`),
   date: calendarDate,
   dueDate: calendarDate.optional(),
-  currency: string().regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code such as "NZD"'),
+  currency: string().refine(
+    (c) => /^[A-Z]{3}$/.test(c) && isCurrencyCode(c),
+    'must be an ISO 4217 currency code such as "NZD"',
+  ),
   reference: text(255).optional(),
 }).refine((i) => i.dueDate === undefined || i.dueDate >= i.date, {
   message: 'must not be before date',
