@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { loadAppConfig } from '../src/app/config.js';
 import { ConfigError, loadConfig } from '../src/platform/config.js';
 import { spawnServer } from './support/server.js';
 
@@ -46,6 +47,16 @@ describe('configuration', () => {
     );
     expect(message).not.toContain('hunter2');
     expect(message).not.toContain('80a');
+  });
+
+  it('asks Xero for the granular invoices scope by default, and refuses scopes that cannot push', () => {
+    expect(loadAppConfig({}).xero.scopes).toBe('offline_access accounting.invoices');
+    expect(loadAppConfig({ XERO_SCOPES: 'offline_access accounting.transactions' }).xero.scopes).toBe(
+      'offline_access accounting.transactions',
+    );
+    for (const scopes of ['accounting.invoices', 'offline_access accounting.contacts']) {
+      expect(() => loadAppConfig({ XERO_SCOPES: scopes })).toThrow(/XERO_SCOPES/);
+    }
   });
 
   it('treats empty variables as unset', () => {

@@ -13,7 +13,7 @@ export const DEFAULT_CLIENT_ID = 'sandbox-client';
 export const DEFAULT_CLIENT_SECRET = 'sandbox-secret';
 export const DEFAULT_TENANT_NAME = 'Demo Company (Sandbox)';
 export const DEFAULT_SCOPE =
-  'openid profile email accounting.transactions accounting.contacts accounting.settings offline_access';
+  'openid profile email accounting.invoices accounting.contacts accounting.settings offline_access';
 /** A slice of Xero's default chart of accounts: revenue 200/260/270, cost of sales 310, expenses 4xx. */
 export const DEFAULT_ACCOUNT_CODES =
   '200 260 270 310 400 404 408 412 420 429 433 453 461 469 473 477 485 489 493'.split(' ');

@@ -22,7 +22,7 @@ export interface SandboxStats {
   invalidGrants: number;
   /** Token (and revocation) requests answered 401 invalid_client. */
   invalidClients: number;
-  /** Refresh tokens revoked (revocation endpoint, control API, or the last connection deleted). */
+  /** Refresh tokens revoked (revocation endpoint or control API). */
   revocations: number;
   /** DELETE /connections/{id} calls that removed a connection. */
   disconnections: number;
