@@ -424,6 +424,34 @@ describe('tenants and invoices', () => {
     expect((await stats()).invoicesCreated[session.tenantId]).toBe(2);
   });
 
+  it('checks CurrencyCode against the spec’s enum, puts contact messages on the Contact, and rounds UnitAmount to two places without unitdp', async () => {
+    const session = await login();
+    const bad = await putInvoices(session, [invoice({ CurrencyCode: 'XYZ', Contact: { Name: ' ' } })]);
+    expect(bad.status).toBe(400);
+    const element = ((await bad.json()) as { Elements: Json[] }).Elements[0] as {
+      ValidationErrors: { Message: string }[];
+      Contact: { ValidationErrors: { Message: string }[]; HasValidationErrors: boolean };
+    };
+    expect(element.ValidationErrors.map((e) => e.Message)).toContain("The currency code 'XYZ' is not valid");
+    expect(element.Contact).toMatchObject({ HasValidationErrors: true });
+    expect(element.Contact.ValidationErrors.length).toBe(1);
+
+    const line = [{ Description: 'Fine', Quantity: 1, UnitAmount: 0.1234, AccountCode: '200' }];
+    const rounded = await putInvoices(session, [invoice({ LineItems: line, CurrencyCode: 'NZD' })]);
+    const four = await putInvoices(
+      session,
+      [invoice({ LineItems: line, CurrencyCode: 'NZD' })],
+      {},
+      '?unitdp=4',
+    );
+    const unit = async (res: Response) => {
+      const body = (await res.json()) as { Invoices: { LineItems: Json[] }[] };
+      return body.Invoices[0]?.LineItems[0]?.UnitAmount;
+    };
+    expect(await unit(rounded)).toBe(0.12);
+    expect(await unit(four)).toBe(0.1234);
+  });
+
   it('answers validation failures in Xero’s ValidationException shape and stores nothing', async () => {
     const session = await login();
     const res = await putInvoices(session, [

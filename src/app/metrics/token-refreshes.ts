@@ -6,6 +6,7 @@ const OUTCOMES = {
   superseded: 'superseded',
   needsReauth: 'needs_reauth',
   failed: 'failed',
+  invalidClient: 'invalid_client',
 } as const satisfies Partial<Record<keyof RefreshTickResult, string>>;
 
 /** Counts Xero token refreshes by outcome, from the refresh tick's result. */

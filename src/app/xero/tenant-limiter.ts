@@ -1,5 +1,6 @@
 // Xero's per-tenant limits, kept in this process: at most 5 calls in flight and 60 in any minute.
-// (Several replicas each keep their own count; Xero's 429 with Retry-After covers the rest.)
+// (Several replicas each keep their own count; what Xero's answers say of the remaining budgets is
+// stored in Postgres for every replica's next claim, see docs/xero.md.)
 // The push tick asks once per push, so asking is synchronous and, beyond recording the start, allocates
 // nothing.
 
