@@ -353,6 +353,31 @@ describe('validation answers', () => {
     );
   });
 
+  it('a 200 whose invoice HasErrors (summarizeErrors=false) is not a success', async () => {
+    const { org, connectionId, tenantId } = await connectedOrganization(
+      handle.db,
+      box,
+      sandbox,
+      'Partial Co',
+      {
+        accountCodes: undefined,
+      },
+    );
+    const id = await queueFor(org.id, connectionId, 'partial', [
+      { description: 'Widget', quantity: '1', unitAmount: '10.00', accountCode: 'NOPE' },
+    ]);
+    // The same client, its requests asking for Xero's mixed answer (200 with per-invoice errors).
+    const mixed = createXeroClient(xeroConfigFor(sandbox), (input, init) =>
+      fetch(`${String(input)}&summarizeErrors=false`, init),
+    );
+    await pushDueInvoices(handle.db, pushDeps({ xero: mixed }));
+    const row = await pushRow(url, id);
+    expect(row.status).toBe('dead');
+    expect(row.last_error).toMatch(/LineItems\[0\]: Account code 'NOPE'/);
+    expect(row.xero_invoice_id).toBeNull();
+    expect(created(tenantId)).toBe(0);
+  });
+
   it('sends amounts as numbers with unitdp=4, so four decimal places survive', async () => {
     const { org, tenantId, connectionId } = await connectedOrganization(
       handle.db,
