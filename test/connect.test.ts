@@ -207,6 +207,16 @@ describe('the Xero connect flow', () => {
     expect(bDeletes.status).toBe(404);
   });
 
+  it('answers 502 (not 500) when Xero fails to list the approved tenants', async () => {
+    const org = await createOrg(url, 'Connections Down Co');
+    await waitForKey(server, org.apiKey);
+    const callback = await authorize(org.apiKey);
+    sandbox.state.faults.add({ target: 'connections', kind: '500' });
+    const done = await fetch(callback);
+    expect(done.status).toBe(502);
+    expect(((await done.json()) as { error: { code: string } }).error.code).toBe('xero_connections_failed');
+  });
+
   it('says so when the granted scopes cannot create invoices', async () => {
     const org = await createOrg(url, 'Narrow Scope Co');
     await waitForKey(server, org.apiKey);

@@ -98,7 +98,14 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
         'Xero’s access token names no authentication event, so the approved tenants cannot be told apart',
       );
     }
-    const tenants = await xero.connections(tokens.accessToken, authEventId);
+    const tenants = await xero.connections(tokens.accessToken, authEventId).catch((err: unknown) => {
+      log.warn('xero /connections failed during the callback', { err });
+      throw new ApiError(
+        502,
+        'xero_connections_failed',
+        'Xero did not list the approved tenants; start again',
+      );
+    });
     const saved = await run((db) =>
       saveGrant(db, box, { organizationId, authEventId, scope: tokens.scope ?? null, tokens, tenants }),
     );
