@@ -1,4 +1,4 @@
-// Migration 0004 on a database that has per-tenant token rows (the schema before grants): every
+// Migration 0005 on a database that has per-tenant token rows (the schema before grants): every
 // connection survives, gets a grant holding its tokens, and keeps pushing and refreshing.
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
@@ -31,14 +31,14 @@ afterAll(async () => {
   await cluster?.remove();
 });
 
-describe('migration 0004 (xero_grants)', () => {
+describe('migration 0005 (xero_grants)', () => {
   it('moves per-tenant token rows to grants without losing a connection', async () => {
     const url = await freshDatabase(cluster);
     const driver = createDriver(loadConfig({ DATABASE_URL: url }), log);
     await driver.ready();
     const handle = new DatabaseHandle(driver, 'app', log);
     const box = await testBox();
-    const index = migrations.findIndex((m) => m.tag === '0004_xero_grants');
+    const index = migrations.findIndex((m) => m.tag === '0005_xero_grants');
     expect(index).toBeGreaterThan(0);
     try {
       await migrate(handle.pool, migrations.slice(0, index), log);
@@ -76,7 +76,7 @@ describe('migration 0004 (xero_grants)', () => {
                 'queued')`);
 
       const applied = await migrate(handle.pool, migrations, log);
-      expect(applied.applied).toContain('0004_xero_grants');
+      expect(applied.applied).toContain('0005_xero_grants');
 
       const direct = new pg.Client(url);
       await direct.connect();
