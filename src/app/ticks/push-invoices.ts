@@ -61,9 +61,10 @@ const MINUTE_FALLBACK_MS = 60_000;
  * Claims due pushes with one statement that writes a lease and looks up their connections, pushes
  * each to Xero under its stored idempotency key (the push id), and records every outcome of the batch
  * with one statement fenced on the lease. Replicas never push the same invoice at once, and the same
- * statements run over every driver, Neon's HTTP one included. Two round trips per batch in the steady
- * state (claim, settle), plus one to read tokens not yet decrypted and one to expire tokens Xero
- * answered 401 for; per push, only synchronous work besides the Xero call.
+ * statements run over every driver, Neon's HTTP one included. Three round trips per batch in the
+ * steady state (claim, Xero's rate-limit signals, settle), plus one to read tokens not yet decrypted,
+ * one to expire tokens Xero answered 401 for and one to mark connections it answered 403 for; per push,
+ * only synchronous work besides the Xero call.
  */
 export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise<PushTickResult> {
   const claimed = await claimPushes(db, {

@@ -184,9 +184,12 @@ export async function recordLimitSignals(
   tenants: readonly TenantSignals[],
   app: AppSignals | null,
 ): Promise<void> {
-  if (tenants.length > 0) {
-    const column = <T>(pick: (s: TenantSignals) => T) => sql.param(tenants.map(pick));
-    await db.execute(sql`
+  if (tenants.length === 0 && app === null) return;
+  const column = <T>(pick: (s: TenantSignals) => T) => sql.param(tenants.map(pick));
+  // One round trip for both tables: two data-modifying CTEs (an empty unnest updates nothing, and the
+  // app row is only written when `app` is given).
+  await db.execute(sql`
+    WITH tenant_signals AS (
       UPDATE xero_connections AS c SET
         min_remaining = coalesce(v.min_remaining, c.min_remaining),
         day_remaining = coalesce(v.day_remaining, c.day_remaining),
@@ -199,20 +202,20 @@ export async function recordLimitSignals(
         ${column((s) => s.dayRemaining)}::int[],
         ${column((s) => (s.parkForMs === null ? null : Math.max(0, Math.round(s.parkForMs))))}::bigint[]
       ) AS v(id, min_remaining, day_remaining, park_ms)
-      WHERE c.id = v.id`);
-  }
-  if (app !== null) {
-    await db.execute(sql`
+      WHERE c.id = v.id
+      RETURNING 1),
+    app_signals AS (
       INSERT INTO xero_app_limits (id, app_min_remaining, paused_until, updated_at)
-      VALUES ('app', ${app.appMinRemaining},
-              CASE WHEN ${app.pausedForMs}::bigint IS NULL THEN NULL
-                   ELSE now() + ${app.pausedForMs}::bigint * interval '1 millisecond' END, now())
+      SELECT 'app', ${app?.appMinRemaining ?? null}::int,
+             now() + ${app?.pausedForMs ?? null}::bigint * interval '1 millisecond', now()
+      WHERE ${app !== null}
       ON CONFLICT (id) DO UPDATE SET
         app_min_remaining = coalesce(excluded.app_min_remaining, xero_app_limits.app_min_remaining),
         paused_until = CASE WHEN excluded.paused_until IS NULL THEN xero_app_limits.paused_until
                             ELSE greatest(xero_app_limits.paused_until, excluded.paused_until) END,
-        updated_at = now()`);
-  }
+        updated_at = now()
+      RETURNING 1)
+    SELECT (SELECT count(*) FROM tenant_signals) AS tenants, (SELECT count(*) FROM app_signals) AS app`);
 }
 
 /** The rows of db.execute, which every driver (node-postgres, Neon, PGlite) returns as `{ rows }`. */
