@@ -15,7 +15,7 @@ import { loadTickHealthConfig, type TickHealthConfig } from '../platform/jobs/ti
 import { intervalMonitorConfig, TickMonitor } from '../platform/jobs/tick-monitor.js';
 import { createLogger } from '../platform/log.js';
 import { createSecretBox } from '../platform/secret-box.js';
-import { createShutdown } from '../platform/shutdown.js';
+import { bootInterruptedExitCode, createShutdown } from '../platform/shutdown.js';
 import { loadTelemetryConfig } from '../platform/telemetry/config.js';
 import { createTelemetry } from '../platform/telemetry/telemetry.js';
 import { withTimeout } from '../platform/timeout.js';
@@ -57,7 +57,16 @@ export interface ServerRuntime {
   exit(code: number): void;
   /** Routes SIGTERM/SIGINT to the handler; called before boot so no signal finds the default handler. */
   onSignal(handler: (signal: string) => void): void;
+  /**
+   * Runs `fn` with the signal handlers detached, so that a signal kills the process at once: the
+   * embedded database's first start blocks the event loop for seconds, and a handler would only run
+   * after it.
+   */
+  whileSignalsKill?<T>(fn: () => Promise<T>): Promise<T>;
 }
+
+// After a signal during boot, steps that watch it stop within a poll; anything else is cut short here.
+const BOOT_INTERRUPT_GRACE_MS = 1500;
 
 /**
  * The boot contract for long-lived processes (Node and Bun). Resolves once the gate is open; on a
@@ -114,6 +123,9 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
       withPoisonRetry(database, (db) => registry.load(db), { retry: true, source: 'registry refresh', log }),
   });
   let listener: Listener | undefined;
+  const bootAbort = new AbortController();
+  let bootStep = 'prepare';
+  let interruptedExitCode: number | undefined;
 
   let tokenKey = appConfig.tokenEncryptionKey;
   if (tokenKey === undefined) {
@@ -193,11 +205,22 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
       name: 'open pool',
       kind: 'hard',
       run: async () => {
-        await driver.ready();
+        const ready = () => driver.ready();
+        await (runtime.whileSignalsKill ? runtime.whileSignalsKill(ready) : ready());
         await withTimeout(database.pool.query('SELECT 1'), config.probeTimeoutMs, 'database ping');
+        const pooler = await driver.inspectPooler?.();
+        if (pooler) log.info('database pooler', { ...pooler, named_statements: pooler.mode === 'session' });
       },
     },
-    { name: 'migrate', kind: 'hard', run: async () => void (await migrate(database.pool, migrations, log)) },
+    {
+      name: 'migrate',
+      kind: 'hard',
+      run: async () =>
+        void (await migrate(database.pool, migrations, log, {
+          timeoutMs: config.migrationLockTimeoutMs,
+          signal: bootAbort.signal,
+        })),
+    },
     { name: 'load registry', kind: 'hard', run: () => registry.load(database.db) },
     {
       name: 'bind listener',
@@ -261,12 +284,35 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
       { name: 'flush traces', run: () => telemetry.tracing.shutdown(2000) },
     ],
   });
-  runtime.onSignal((signal) => void shutdown(signal));
+  // A signal before the gate opened: nothing was served, so there is nothing to drain. Stop the boot
+  // now (a migration lock wait ends within a poll and rolls back) and exit 128 + signal number.
+  const interruptBoot = (signal: string) => {
+    const code = bootInterruptedExitCode(signal);
+    if (interruptedExitCode !== undefined) return runtime.exit(code);
+    interruptedExitCode = code;
+    bootAbort.abort();
+    gate.fail();
+    log.warn('signal during boot: stopping without serving', { signal, step: bootStep, exit_code: code });
+    setTimeout(() => runtime.exit(code), BOOT_INTERRUPT_GRACE_MS);
+  };
+  let booted = false;
+  runtime.onSignal((signal) => (booted ? void shutdown(signal) : interruptBoot(signal)));
 
   try {
-    await runBoot(steps, log);
+    await runBoot(steps, log, {
+      signal: bootAbort.signal,
+      onStep: (step) => {
+        bootStep = step;
+      },
+    });
+    booted = true;
   } catch (err) {
     gate.fail();
+    if (interruptedExitCode !== undefined) {
+      await withTimeout(closeDatabase(), 1000, 'closing the database').catch(() => {});
+      runtime.exit(interruptedExitCode);
+      throw err;
+    }
     if (err instanceof BootFailure) errors.capture(err, { step: err.step });
     await Promise.allSettled([errors.flush(2000), telemetry.tracing.shutdown(1000)]);
     // Ending a pool waits for its connection attempts; a failed boot should not wait on a dead host.

@@ -22,14 +22,31 @@ export class BootFailure extends Error {
   }
 }
 
+/** A signal arrived during boot: boot stops before the next step (and steps that watch the signal, at once). */
+export class BootInterrupted extends Error {
+  override name = 'BootInterrupted';
+  constructor(readonly step: string) {
+    super(`boot interrupted at step "${step}"`);
+  }
+}
+
+export interface BootOptions {
+  /** Aborted when boot must stop (SIGTERM/SIGINT during boot). */
+  signal?: AbortSignal;
+  /** Told which step is running, so a signal handler can name it. */
+  onStep?(step: string): void;
+}
+
 /**
  * Runs the steps in order, logging each with its duration. An advisory step that fails is a warning;
  * a hard step that fails stops boot with a BootFailure naming the step (the caller exits).
  */
-export async function runBoot(steps: BootStep[], log: Logger): Promise<void> {
+export async function runBoot(steps: BootStep[], log: Logger, options: BootOptions = {}): Promise<void> {
   const started = performance.now();
   const durations: Record<string, number> = {};
   for (const step of steps) {
+    if (options.signal?.aborted) throw new BootInterrupted(step.name);
+    options.onStep?.(step.name);
     const t0 = performance.now();
     try {
       await step.run();
@@ -37,6 +54,7 @@ export async function runBoot(steps: BootStep[], log: Logger): Promise<void> {
       log.info('boot step', { step: step.name, kind: step.kind, ms: durations[step.name] });
     } catch (err) {
       durations[step.name] = ms(t0);
+      if (options.signal?.aborted) throw new BootInterrupted(step.name);
       if (step.kind === 'advisory') {
         log.warn('boot step failed (advisory, continuing)', {
           step: step.name,

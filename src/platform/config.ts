@@ -21,9 +21,16 @@ export interface Config {
   shutdownTimeoutMs: number;
   shutdownDelayMs: number;
   registryRefreshMs: number;
+  /** How long boot waits for the migration lock held elsewhere before failing. */
+  migrationLockTimeoutMs: number;
+  /** What sits between us and Postgres (pg driver): `auto` detects a transaction pooler at boot. */
+  databasePooler: DatabasePooler;
   logLevel: LogLevel;
   sentryDsn: string | undefined;
 }
+
+export const DATABASE_POOLERS = ['auto', 'session', 'transaction'] as const;
+export type DatabasePooler = (typeof DATABASE_POOLERS)[number];
 
 export const DEFAULT_PGLITE_DIR = '.data/pglite';
 
@@ -70,6 +77,10 @@ const envSchema = object({
   SHUTDOWN_TIMEOUT_MS: int(0, 600_000, 25_000),
   SHUTDOWN_DELAY_MS: int(0, 600_000, 0),
   REGISTRY_REFRESH_MS: int(100, 3_600_000, 5000),
+  MIGRATION_LOCK_TIMEOUT_MS: int(0, 3_600_000, 120_000),
+  DATABASE_POOLER: zenum(DATABASE_POOLERS, { error: () => 'must be one of auto, session, transaction' })
+    .optional()
+    .default('auto'),
   LOG_LEVEL: zenum(['debug', 'info', 'warn', 'error'], {
     error: () => 'must be one of debug, info, warn, error',
   })
@@ -129,6 +140,8 @@ export function loadConfig(env: Env): Config {
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
     registryRefreshMs: e.REGISTRY_REFRESH_MS,
+    migrationLockTimeoutMs: e.MIGRATION_LOCK_TIMEOUT_MS,
+    databasePooler: e.DATABASE_POOLER,
     logLevel: e.LOG_LEVEL,
     sentryDsn: e.SENTRY_DSN,
   };

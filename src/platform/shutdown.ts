@@ -49,3 +49,12 @@ export function createShutdown(options: ShutdownOptions): (signal: string) => Pr
     exit(0);
   };
 }
+
+/**
+ * Exit status of a boot stopped by a signal before it ever served: 128 + the signal's number
+ * (130 SIGINT, 143 SIGTERM), which is also what a shell reports for a process the signal killed.
+ * Distinct from 0 (drained after serving) and 1 (a hard boot step failed).
+ */
+export const BOOT_INTERRUPTED_EXIT_CODES: Readonly<Record<string, number>> = { SIGINT: 130, SIGTERM: 143 };
+
+export const bootInterruptedExitCode = (signal: string): number => BOOT_INTERRUPTED_EXIT_CODES[signal] ?? 1;

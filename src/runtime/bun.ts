@@ -39,4 +39,12 @@ await startServer({
       listeners.push([signal, listener]);
     }
   },
+  whileSignalsKill: async (fn) => {
+    for (const [signal, listener] of listeners) process.off(signal, listener);
+    try {
+      return await fn();
+    } finally {
+      for (const [signal, listener] of listeners) process.on(signal, listener);
+    }
+  },
 });

@@ -1,5 +1,7 @@
 import { and, desc, eq, sql } from 'drizzle-orm';
+import { forbidNamedStatements, NAMED_STATEMENT_LOST, statementName } from '../../platform/db/statements.js';
 import type { Database } from '../../platform/db/types.js';
+import { errorCode } from '../../platform/error-chain.js';
 import { invoicePushes, type PushStatus, xeroConnections } from '../schema.js';
 import type { InvoiceInput } from './input.js';
 
@@ -46,6 +48,8 @@ export interface CreateResult {
 // Built once per pool (a failover's rebuilt pool gets its own) and prepared by name: the statement is
 // the hot path of ingress, and re-building its SQL and re-planning it per request cost more than the
 // insert itself. The result columns are listed, so a migration adding a column cannot change them.
+// Behind a transaction-mode pooler the name would not survive: there it is the unnamed statement
+// (built SQL reused, planned per execution); see statements.ts and docs/poolers.md.
 const preparedInserts = new WeakMap<Database, ReturnType<typeof prepareInsert>>();
 
 function prepareInsert(db: Database) {
@@ -67,7 +71,7 @@ function prepareInsert(db: Database) {
       .onConflictDoNothing({ target: [invoicePushes.organizationId, invoicePushes.idempotencyKey] })
       // The payload is not returned: the caller holds it, and parsing it back costs.
       .returning(createdColumns)
-      .prepare('create_invoice_push')
+      .prepare(statementName(db, 'create_invoice_push'))
   );
 }
 
@@ -83,17 +87,32 @@ export async function createPush(
   input: InvoiceInput,
   requestHash: string,
 ): Promise<CreateResult> {
-  let insert = preparedInserts.get(db);
-  if (!insert) {
-    insert = prepareInsert(db);
-    preparedInserts.set(db, insert);
+  const values = { organizationId, key, requestHash, payload: input };
+  let inserted: Awaited<ReturnType<ReturnType<typeof prepareInsert>['execute']>>[number] | undefined;
+  try {
+    [inserted] = await preparedInsert(db).execute(values);
+  } catch (err) {
+    // A named statement lost to a pooler that detection missed: the server refused it at Parse or
+    // Bind, before running anything, so running it again unnamed cannot insert twice.
+    if (!NAMED_STATEMENT_LOST.has(errorCode(err) ?? '')) throw err;
+    forbidNamedStatements(db);
+    preparedInserts.delete(db);
+    [inserted] = await preparedInsert(db).execute(values);
   }
-  const [inserted] = await insert.execute({ organizationId, key, requestHash, payload: input });
   if (inserted) return { push: { ...inserted, requestHash, payload: input } as PushRow, created: true };
   const existing = await findByKey(db, organizationId, key);
   // The conflicting row cannot vanish: pushes are never deleted while their organization exists.
   if (!existing) throw new Error('idempotency conflict without an existing row');
   return { push: existing, created: false };
+}
+
+function preparedInsert(db: Database) {
+  let insert = preparedInserts.get(db);
+  if (!insert) {
+    insert = prepareInsert(db);
+    preparedInserts.set(db, insert);
+  }
+  return insert;
 }
 
 async function findByKey(db: Database, organizationId: string, key: string): Promise<PushRow | undefined> {

@@ -16,6 +16,7 @@ export function createDriver(config: Config, log: Logger): DatabaseDriver {
       poolMax: config.poolMax,
       maxLifetimeSeconds: config.poolMaxLifetimeSeconds,
       probeTimeoutMs: config.probeTimeoutMs,
+      pooler: config.databasePooler,
       log,
     });
   }

@@ -1,4 +1,5 @@
 import type { Logger } from '../log.js';
+import { acquireMigrationLock, type LockWaitOptions } from './migration-lock.js';
 import type { DatabasePool, SqlSession } from './types.js';
 
 /** One drizzle-kit migration, bundled into the app so that no runtime reads the filesystem. */
@@ -13,49 +14,46 @@ export interface Migration {
 
 // Same table as drizzle-orm's migrator, so `drizzle-kit migrate` and this agree on what is applied.
 const TABLE = 'drizzle.__drizzle_migrations';
-// Arbitrary but fixed: every replica of this app must contend for the same advisory lock.
-const LOCK_KEY = '4875233190112093';
 
 export interface MigrateResult {
   applied: string[];
 }
 
+export type MigrateOptions = LockWaitOptions;
+
 /**
- * Applies pending migrations in one transaction while holding a session-level advisory lock on a
- * dedicated connection. Drizzle's migrator takes no lock (drizzle-orm #874): replicas that boot
- * together would race to apply the same migration.
+ * Applies pending migrations in one transaction that first takes a transaction-scoped advisory lock.
+ * Drizzle's migrator takes no lock (drizzle-orm #874): replicas that boot together would race to
+ * apply the same migration. Everything (lock, check, apply) runs inside that one transaction, so it
+ * works the same on a direct connection and through session- or transaction-mode poolers.
  */
 export async function migrate(
   pool: DatabasePool,
   migrations: Migration[],
   log: Logger,
+  options: MigrateOptions = {},
 ): Promise<MigrateResult> {
   return pool.withSession(async (session) => {
-    await session.query('SELECT pg_advisory_lock($1)', [LOCK_KEY]);
+    // READ COMMITTED whatever the database's default: after waiting for the lock, the check below
+    // must see the migrations the previous holder committed, not a snapshot from before the wait.
+    await session.query('BEGIN ISOLATION LEVEL READ COMMITTED');
     try {
+      await acquireMigrationLock(session, log, options);
       await ensureTable(session);
       const last = await lastAppliedAt(session);
       const pending = migrations.filter((m) => m.createdAt > last);
-      if (pending.length === 0) return { applied: [] };
-      await session.query('BEGIN');
-      try {
-        for (const m of pending) {
-          for (const statement of m.statements) await session.query(statement);
-          await session.query(`INSERT INTO ${TABLE} (hash, created_at) VALUES ($1, $2)`, [
-            m.hash,
-            m.createdAt,
-          ]);
-        }
-        await session.query('COMMIT');
-      } catch (err) {
-        await session.query('ROLLBACK').catch(() => {});
-        throw err;
+      for (const m of pending) {
+        for (const statement of m.statements) await session.query(statement);
+        await session.query(`INSERT INTO ${TABLE} (hash, created_at) VALUES ($1, $2)`, [m.hash, m.createdAt]);
       }
+      // COMMIT (or the ROLLBACK below) releases the lock: there is no unlock to forget or misroute.
+      await session.query('COMMIT');
       const applied = pending.map((m) => m.tag);
-      log.info('migrations applied', { applied });
+      if (applied.length > 0) log.info('migrations applied', { applied });
       return { applied };
-    } finally {
-      await session.query('SELECT pg_advisory_unlock($1)', [LOCK_KEY]);
+    } catch (err) {
+      await session.query('ROLLBACK').catch(() => {});
+      throw err;
     }
   });
 }

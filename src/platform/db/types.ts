@@ -31,8 +31,19 @@ export interface DatabasePool {
   end(): Promise<void>;
 }
 
+export interface PoolerInfo {
+  /** `transaction`: server connections change hands between transactions (no session state survives). */
+  mode: 'session' | 'transaction';
+  source: 'configured' | 'detected';
+}
+
 export interface DatabaseDriver {
   readonly name: string;
+  /**
+   * Finds out (or takes from config) whether a transaction-mode pooler sits in front, and adapts
+   * (no named prepared statements). Called once the database answers; absent where it cannot matter.
+   */
+  inspectPooler?(): Promise<PoolerInfo>;
   createPool(role: PoolRole): DatabasePool;
   /** Resolves when the driver can take queries: the embedded database starts here, unbounded by network timeouts. */
   ready(): Promise<void>;

@@ -1,5 +1,6 @@
 import type { Config, NetworkDriver } from '../../config.js';
 import type { Logger } from '../../log.js';
+import { registerStatementPolicy } from '../statements.js';
 import type { DatabaseDriver, SqlSession } from '../types.js';
 
 /**
@@ -24,6 +25,12 @@ export function createNeonDriver(
     return neon;
   };
   const session = <T>(fn: (session: SqlSession) => Promise<T>) => loaded()[2].withNeonSession(url, fn);
+  // Neon's pooled endpoint (a `-pooler` host) is PgBouncer in transaction mode: no named statements there.
+  const statements = {
+    named:
+      config.databasePooler === 'session' ||
+      (config.databasePooler === 'auto' && !new URL(url).hostname.includes('-pooler')),
+  };
   return {
     name: driver,
     async ready() {
@@ -40,7 +47,7 @@ export function createNeonDriver(
       if (role === 'probe')
         return createNeonHttpPool({ url, timeoutMs: config.probeTimeoutMs, withSession: session });
       if (driver === 'neon-http') return createNeonHttpPool({ url, withSession: session });
-      return createNeonWsPool(
+      const pool = createNeonWsPool(
         {
           url,
           max: config.poolMax,
@@ -50,6 +57,14 @@ export function createNeonDriver(
         },
         role,
       );
+      registerStatementPolicy(
+        pool.db,
+        () => statements.named,
+        () => {
+          statements.named = false;
+        },
+      );
+      return pool;
     },
     close: async () => {},
   };

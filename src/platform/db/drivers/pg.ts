@@ -1,6 +1,9 @@
+import type { DatabasePooler } from '../../config.js';
 import type { Logger } from '../../log.js';
-import type { DatabaseDriver, DatabasePool, PoolRole } from '../types.js';
+import { registerStatementPolicy } from '../statements.js';
+import type { DatabaseDriver, DatabasePool, PoolerInfo, PoolRole } from '../types.js';
 import { type PgCompatiblePool, wrapPgCompatiblePool } from './pg-compatible.js';
+import { detectTransactionPooler } from './pooler-check.js';
 
 export interface PgDriverOptions {
   url: string;
@@ -8,6 +11,8 @@ export interface PgDriverOptions {
   maxLifetimeSeconds: number;
   /** Bounds connecting and each probe query; a black-holed server must not hold the probe forever. */
   probeTimeoutMs: number;
+  /** `auto`: inspectPooler() detects a transaction-mode pooler; otherwise as configured. */
+  pooler?: DatabasePooler;
   log: Logger;
 }
 
@@ -15,20 +20,52 @@ const PROBE_POOL_MAX = 2;
 
 type Modules = {
   Pool: typeof import('pg').default.Pool;
+  Client: typeof import('pg').default.Client;
   drizzle: typeof import('drizzle-orm/node-postgres').drizzle;
 };
 
 export function createPgDriver(options: PgDriverOptions): DatabaseDriver {
   let modules: Modules | undefined;
+  const configured = options.pooler ?? 'auto';
+  // Shared by every pool of this driver, so a pool rebuilt after a failover inherits what boot found.
+  const statements = { named: configured !== 'transaction' };
   return {
     name: 'pg',
     async ready() {
       const [pg, orm] = await Promise.all([import('pg'), import('drizzle-orm/node-postgres')]);
-      modules ??= { Pool: pg.default.Pool, drizzle: orm.drizzle };
+      modules ??= { Pool: pg.default.Pool, Client: pg.default.Client, drizzle: orm.drizzle };
+    },
+    async inspectPooler(): Promise<PoolerInfo> {
+      if (configured !== 'auto') return { mode: configured, source: 'configured' };
+      if (!modules) throw new Error('the pg driver is not ready');
+      const { Client } = modules;
+      const transaction = await detectTransactionPooler(
+        () =>
+          new Client({
+            connectionString: options.url,
+            connectionTimeoutMillis: options.probeTimeoutMs,
+            query_timeout: options.probeTimeoutMs,
+            application_name: 'honest-health:pooler-check',
+          }),
+      );
+      if (transaction) statements.named = false;
+      return { mode: transaction ? 'transaction' : 'session', source: 'detected' };
     },
     createPool(role) {
       if (!modules) throw new Error('the pg driver is not ready');
-      return createPool(modules, options, role);
+      const pool = createPool(modules, options, role);
+      registerStatementPolicy(
+        pool.db,
+        () => statements.named,
+        () => {
+          if (statements.named)
+            options.log.warn(
+              'named prepared statements lost: a transaction pooler? using unnamed ones from now on',
+            );
+          statements.named = false;
+        },
+      );
+      return pool;
     },
     close: async () => {},
   };

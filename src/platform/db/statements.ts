@@ -1,0 +1,28 @@
+import type { Database } from './types.js';
+
+// Whether a named (protocol-level) prepared statement survives on a pool's connections. Behind a
+// transaction-mode pooler it does not: PgBouncer 1.18 ("Protocol-level prepared plans: No" in
+// transaction pooling; 1.21+ only with max_prepared_statements) hands the next transaction to any
+// server connection, where the name is unknown (26000) or already taken by another client (42P05).
+// Drivers register their pools here; a pool nobody registered keeps names (PGlite, Neon over HTTP).
+
+const allowsNames = new WeakMap<object, () => boolean>();
+const forbid = new WeakMap<object, () => void>();
+
+export function registerStatementPolicy(db: Database, allowed: () => boolean, disallow: () => void): void {
+  allowsNames.set(db, allowed);
+  forbid.set(db, disallow);
+}
+
+/** The name to prepare a statement under on `db`: '' (the unnamed statement) where names do not survive. */
+export function statementName(db: Database, name: string): string {
+  return (allowsNames.get(db)?.() ?? true) ? name : '';
+}
+
+/** A named statement failed the way only a transaction pooler makes it fail: stop naming statements. */
+export function forbidNamedStatements(db: Database): void {
+  forbid.get(db)?.();
+}
+
+/** 42P05 duplicate_prepared_statement and 26000 invalid_sql_statement_name: never a real query error here. */
+export const NAMED_STATEMENT_LOST = new Set(['42P05', '26000']);
