@@ -185,4 +185,92 @@ describe('boot contract', () => {
       await Promise.all(servers.map((s) => s.stop()));
     }
   });
+
+  it('logs who holds the migration lock while it waits, and fails hard past MIGRATION_LOCK_TIMEOUT_MS', async () => {
+    const url = await freshDatabase(cluster);
+    const holder = new pg.Client({ connectionString: url, application_name: 'lock-holder-test' });
+    await holder.connect();
+    const holderPid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
+    await holder.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    const server = await spawnServer({ env: { DATABASE_URL: url, MIGRATION_LOCK_TIMEOUT_MS: '1500' } });
+    try {
+      const waiting = await server.waitForLog((l) => l.msg === 'waiting for the migration lock');
+      expect(waiting).toMatchObject({
+        level: 'warn',
+        holder_pid: holderPid,
+        holder_application_name: 'lock-holder-test',
+        timeout_ms: 1500,
+      });
+      expect(await server.exited).toBe(1);
+      const failure = server.logs.find((l) => l.level === 'error');
+      expect(failure?.msg).toBe(
+        `boot failed at step "migrate": the migration lock is still held by pid ${holderPid} ` +
+          '(application_name "lock-holder-test") after 1500 ms (MIGRATION_LOCK_TIMEOUT_MS)',
+      );
+      expect(server.logs.some((l) => l.msg === 'listening')).toBe(false);
+      // The holder never noticed: its lock is intact.
+      const held = await cluster.query<{ n: string }>(
+        "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = $1 AND granted",
+        [holderPid],
+      );
+      expect(Number(held.rows[0]?.n)).toBe(1);
+    } finally {
+      await holder.end();
+      server.kill('SIGKILL');
+    }
+  });
+
+  for (const [signal, code] of [
+    ['SIGTERM', 143],
+    ['SIGINT', 130],
+  ] as const) {
+    it(`stops a boot waiting on the migration lock at once on ${signal}, exiting ${code}`, async () => {
+      const url = await freshDatabase(cluster);
+      const holder = new pg.Client(url);
+      await holder.connect();
+      await holder.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+      const server = await spawnServer({ env: { DATABASE_URL: url } });
+      try {
+        await server.waitForLog((l) => l.msg === 'waiting for the migration lock');
+        const sent = Date.now();
+        server.kill(signal);
+        expect(await server.exited).toBe(code);
+        // Not the 25 s drain budget: the wait is abandoned within a poll.
+        expect(Date.now() - sent).toBeLessThan(3000);
+        expect(server.logs.find((l) => l.msg === 'signal during boot: stopping without serving')).toMatchObject({
+          signal,
+          step: 'migrate',
+          exit_code: code,
+        });
+        expect(server.logs.some((l) => l.msg === 'listening' || l.msg === 'shutdown started')).toBe(false);
+        // Its transaction is gone with it: nothing of the server is left on the database.
+        const left = await cluster.query<{ n: string }>(
+          "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name LIKE 'honest-health:%' AND datname = $1",
+          [new URL(url).pathname.slice(1)],
+        );
+        expect(Number(left.rows[0]?.n)).toBe(0);
+      } finally {
+        await holder.end();
+        server.kill('SIGKILL');
+      }
+    });
+  }
+
+  it('stops the embedded database\'s first start at once on SIGINT', async () => {
+    // In-memory PGlite runs initdb on every start (several seconds here), blocking the event loop.
+    const server = await spawnServer({ env: { DATABASE_URL: 'memory://' } });
+    try {
+      await server.waitForLog((l) => l.msg === 'boot step' && l.step === 'error tracking');
+      await new Promise((r) => setTimeout(r, 300));
+      const sent = Date.now();
+      server.kill('SIGINT');
+      const code = await server.exited;
+      // Killed by the signal itself (a shell reports 130) or, if the start was not blocking, exit 130.
+      expect(code === 130 || server.child.signalCode === 'SIGINT').toBe(true);
+      expect(Date.now() - sent).toBeLessThan(2000);
+      expect(server.logs.some((l) => l.msg === 'boot step' && l.step === 'open pool')).toBe(false);
+    } finally {
+      server.kill('SIGKILL');
+    }
+  });
 });

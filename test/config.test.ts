@@ -59,6 +59,17 @@ describe('configuration', () => {
     }
   });
 
+  it('validates MIGRATION_LOCK_TIMEOUT_MS and DATABASE_POOLER', () => {
+    expect(loadConfig({})).toMatchObject({ migrationLockTimeoutMs: 120_000, databasePooler: 'auto' });
+    expect(loadConfig({ MIGRATION_LOCK_TIMEOUT_MS: '0', DATABASE_POOLER: 'transaction' })).toMatchObject({
+      migrationLockTimeoutMs: 0,
+      databasePooler: 'transaction',
+    });
+    expect(() => loadConfig({ MIGRATION_LOCK_TIMEOUT_MS: '2m', DATABASE_POOLER: 'statement' })).toThrow(
+      /MIGRATION_LOCK_TIMEOUT_MS must be an integer from 0 to 3600000; DATABASE_POOLER must be one of auto, session, transaction/,
+    );
+  });
+
   it('treats empty variables as unset', () => {
     expect(loadConfig({ PORT: '', DATABASE_URL: '' })).toMatchObject({
       port: 8080,

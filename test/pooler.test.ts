@@ -168,6 +168,30 @@ describe.skipIf(missing)('PgBouncer in front of the server', () => {
     }
   });
 
+  it('a named statement lost at run time (DATABASE_POOLER=session, wrongly) falls back to unnamed: no 500', async () => {
+    const database = await freshDatabase();
+    const server = await spawnServer({
+      env: {
+        DATABASE_URL: transaction.url(database),
+        DATABASE_POOLER: 'session',
+        POOL_MAX: '20',
+        REGISTRY_REFRESH_MS: '100',
+      },
+    });
+    try {
+      await server.waitForReady();
+      const { apiKey } = await createOrg(cluster.url(database), 'misconfigured');
+      await waitForKey(server, apiKey);
+      const { statuses, keys } = await postConcurrently(server, apiKey, 3);
+      expect(statuses.filter((s) => s >= 500)).toEqual([]);
+      expect(await countRows(database, 'SELECT count(*) AS n FROM invoice_pushes')).toBe(keys.length);
+      const warnings = server.logs.filter((l) => l.msg.startsWith('named prepared statements lost'));
+      expect(warnings).toHaveLength(1);
+    } finally {
+      await server.stop();
+    }
+  });
+
   it('DATABASE_POOLER=transaction skips detection and names no statements', async () => {
     const database = await freshDatabase();
     const server = await spawnServer({
