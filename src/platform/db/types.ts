@@ -10,7 +10,7 @@ export interface QueryResult<R> {
   rows: R[];
 }
 
-/** One connection held for a sequence of statements (session-level locks, BEGIN/COMMIT). */
+/** One connection held for a sequence of statements (BEGIN ... COMMIT). */
 export interface SqlSession {
   query<R extends Row = Row>(text: string, params?: unknown[]): Promise<QueryResult<R>>;
 }
