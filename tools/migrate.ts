@@ -16,7 +16,7 @@ const driver = createDriver(config, log);
 await driver.ready();
 const pool = driver.createPool('app');
 try {
-  const { applied } = await migrate(pool, migrations, log);
+  const { applied } = await migrate(pool, migrations, log, { timeoutMs: config.migrationLockTimeoutMs });
   console.log(JSON.stringify({ applied, latest: migrations.at(-1)?.tag }));
 } finally {
   await pool.end();
