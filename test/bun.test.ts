@@ -204,3 +204,25 @@ describe('Bun entry', () => {
     }
   }, 30_000);
 });
+
+describe('Bun entry: a signal during boot', () => {
+  it('stops a boot waiting on the migration lock at once on SIGTERM, exiting 143', async () => {
+    const url = await freshDatabase(cluster);
+    const holder = new pg.Client({ connectionString: url, application_name: 'bun-lock-holder' });
+    await holder.connect();
+    await holder.query('SELECT pg_advisory_lock($1)', ['4875233190112093']); // migration-lock.ts's key
+    const server = await spawnBun({ DATABASE_URL: url });
+    try {
+      const waiting = await server.waitForLog((l) => l.msg === 'waiting for the migration lock');
+      expect(waiting.holder_application_name).toBe('bun-lock-holder');
+      const sent = Date.now();
+      server.kill('SIGTERM');
+      expect(await server.exited).toBe(143);
+      expect(Date.now() - sent).toBeLessThan(3000);
+      expect(server.logs.some((l) => l.msg === 'listening')).toBe(false);
+    } finally {
+      await holder.end();
+      server.kill('SIGKILL');
+    }
+  });
+});
