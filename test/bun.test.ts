@@ -225,4 +225,20 @@ describe('Bun entry: a signal during boot', () => {
       server.kill('SIGKILL');
     }
   });
+
+  it("stops the embedded database's first start at once on SIGINT", async () => {
+    const server = await spawnBun({ DATABASE_URL: 'memory://' });
+    try {
+      await server.waitForLog((l) => l.msg === 'boot step' && l.step === 'error tracking');
+      await new Promise((r) => setTimeout(r, 300));
+      const sent = Date.now();
+      server.kill('SIGINT');
+      const code = await server.exited;
+      expect(code === 130 || server.child.signalCode === 'SIGINT').toBe(true);
+      expect(Date.now() - sent).toBeLessThan(2000);
+      expect(server.logs.some((l) => l.msg === 'boot step' && l.step === 'open pool')).toBe(false);
+    } finally {
+      server.kill('SIGKILL');
+    }
+  });
 });

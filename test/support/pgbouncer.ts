@@ -32,10 +32,13 @@ const INSTALL_HINT =
   "install Debian's pgbouncer package (apt-get install pgbouncer) or put pgbouncer on PATH";
 const isRoot = process.getuid?.() === 0;
 
-/** The PgBouncer binary: $PGBOUNCER, then PATH, then the usual install locations; undefined if none. */
+/**
+ * The PgBouncer binary: $PGBOUNCER when set (a path that does not exist means "none", which is how to
+ * try the skip), else PATH, then the usual install locations; undefined if none.
+ */
 export function findPgBouncer(): string | undefined {
   const fromEnv = process.env.PGBOUNCER;
-  if (fromEnv && existsSync(fromEnv)) return fromEnv;
+  if (fromEnv) return existsSync(fromEnv) ? fromEnv : undefined;
   try {
     const onPath = execFileSync('sh', ['-c', 'command -v pgbouncer'], { encoding: 'utf8' }).trim();
     if (onPath) return onPath;
