@@ -90,8 +90,8 @@ export async function acquireMigrationLock(
 }
 
 // An advisory lock on a bigint key shows in pg_locks as classid = high 32 bits, objid = low 32 bits,
-// objsubid = 1 (PostgreSQL docs, "pg_locks"). Behind a pooler the pid is the pooler's server
-// connection; its application_name is the one the last client set.
+// objsubid = 1 (PostgreSQL docs, "pg_locks"). Behind a pooler the pid is one of the pooler's server
+// connections.
 async function findHolder(session: SqlSession): Promise<LockHolder | undefined> {
   const { rows } = await session.query<{ pid: number | null; application_name: string | null }>(
     `SELECT l.pid, a.application_name
