@@ -15,7 +15,7 @@ import { createLogger } from '../src/platform/log.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { startCluster } from '../test/support/postgres.js';
 import { INVOICE } from './support/ingress-harness.js';
-import { intEnv, printJsonLine, progress } from './support/report.js';
+import { intEnv, printResults, progress } from './support/report.js';
 import { median, round2 } from './support/stats.js';
 
 const ROUNDS = intEnv('BENCH_ROUNDS', 5);
@@ -82,13 +82,16 @@ try {
     );
   }
   await pool.end();
-  const ratio = round2(median(rates.unnamed) / median(rates.named));
-  printJsonLine('statement-names', {
-    named_per_s: Math.round(median(rates.named)),
-    unnamed_per_s: Math.round(median(rates.unnamed)),
-    unnamed_vs_named: ratio,
-  });
-  console.log(`result: unnamed_vs_named=${ratio}`);
+  const ratio = median(rates.unnamed) / median(rates.named);
+  printResults(
+    'statement-names',
+    {
+      named_per_s: Math.round(median(rates.named)),
+      unnamed_per_s: Math.round(median(rates.unnamed)),
+      unnamed_vs_named: round2(ratio),
+    },
+    { unnamed_vs_named: ratio },
+  );
 } finally {
   await cluster.remove();
 }
