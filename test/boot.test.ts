@@ -220,6 +220,30 @@ describe('boot contract', () => {
     }
   });
 
+  it('boots when the pooler check itself fails, assuming a transaction pooler (no named statements)', async () => {
+    const url = await freshDatabase(cluster);
+    // One connection for the role: the ping's client holds it, so both clients of the check are refused.
+    const role = `single_${Date.now()}`;
+    await cluster.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 1`);
+    await cluster.query(`ALTER DATABASE ${new URL(url).pathname.slice(1)} OWNER TO ${role}`);
+    const roleUrl = new URL(url);
+    roleUrl.username = role;
+    const server = await spawnServer({ env: { DATABASE_URL: roleUrl.toString(), POOL_MAX: '1' } });
+    try {
+      await server.waitForReady();
+      expect(
+        server.logs.find((l) => l.msg === 'could not check for a transaction pooler; assuming one'),
+      ).toBeDefined();
+      expect(server.logs.find((l) => l.msg === 'database pooler')).toMatchObject({
+        mode: 'transaction',
+        source: 'assumed',
+        named_statements: false,
+      });
+    } finally {
+      await server.stop();
+    }
+  });
+
   for (const [signal, code] of [
     ['SIGTERM', 143],
     ['SIGINT', 130],

@@ -90,18 +90,17 @@ export async function spawnServer(options: SpawnOptions = {}): Promise<ServerPro
   };
   child.stdout?.on('data', onData);
   child.stderr?.on('data', onData);
+  // Set before the waiters wake, so a waitForLog woken by the exit sees it and fails at once.
+  let hasExited = false;
   const exited = new Promise<number | null>((done) =>
     child.on('exit', (code) => {
+      hasExited = true;
       live.delete(child);
       if (buffered) onLine(buffered);
       for (const wake of waiters) wake();
       done(code);
     }),
   );
-  let hasExited = false;
-  void exited.then(() => {
-    hasExited = true;
-  });
 
   const url = `http://127.0.0.1:${port}`;
   const server: ServerProcess = {

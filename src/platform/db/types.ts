@@ -34,7 +34,8 @@ export interface DatabasePool {
 export interface PoolerInfo {
   /** `transaction`: server connections change hands between transactions (no session state survives). */
   mode: 'session' | 'transaction';
-  source: 'configured' | 'detected';
+  /** `assumed`: the check itself failed, so the safe mode was chosen. */
+  source: 'configured' | 'detected' | 'assumed';
 }
 
 export interface DatabaseDriver {

@@ -39,16 +39,25 @@ export function createPgDriver(options: PgDriverOptions): DatabaseDriver {
       if (configured !== 'auto') return { mode: configured, source: 'configured' };
       if (!modules) throw new Error('the pg driver is not ready');
       const { Client } = modules;
-      const transaction = await detectTransactionPooler(
-        () =>
-          new Client({
-            connectionString: options.url,
-            connectionTimeoutMillis: options.probeTimeoutMs,
-            query_timeout: options.probeTimeoutMs,
-            application_name: 'honest-health:pooler-check',
-          }),
-      );
-      if (transaction) statements.named = false;
+      let transaction: boolean;
+      try {
+        transaction = await detectTransactionPooler(
+          () =>
+            new Client({
+              connectionString: options.url,
+              connectionTimeoutMillis: options.probeTimeoutMs,
+              query_timeout: options.probeTimeoutMs,
+              application_name: 'honest-health:pooler-check',
+            }),
+        );
+        if (transaction) statements.named = false;
+      } catch (err) {
+        // The database answered the ping, so this is no reason to refuse boot: unnamed statements
+        // work behind every pooler and direct, named ones only where sessions last. Assume the worst.
+        options.log.warn('could not check for a transaction pooler; assuming one', { err });
+        statements.named = false;
+        return { mode: 'transaction', source: 'assumed' };
+      }
       return { mode: transaction ? 'transaction' : 'session', source: 'detected' };
     },
     createPool(role) {
