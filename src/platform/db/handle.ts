@@ -53,16 +53,23 @@ export class DatabaseHandle {
    * Ends the current pool; the next use builds a new one. Pass the generation you observed so that
    * many callers failing on the same pool cause one rebuild, not a stampede. During a failover
    * episode a pool built since it began is kept until it is old enough (episode.ts): the call then
-   * returns without a rebuild, and the pool sheds its failing connections on its own.
+   * closes only the pool's idle connections and returns without a rebuild.
    */
   async dispose(reason: string, observedGeneration = this.#generation): Promise<void> {
     if (observedGeneration !== this.#generation) return;
     const old = this.#pool;
-    if (old !== undefined && this.episodes.decide(this.role, this.#builtAt) === 'damp') {
+    // Nothing built since the last dispose: the next use connects afresh anyway. (Logging and
+    // counting it would report a disposal that threw nothing away.)
+    if (old === undefined) return;
+    if (this.episodes.decide(this.role, this.#builtAt) === 'damp') {
+      // The pool stays, its idle connections do not: they may be pinned to the old node, and the
+      // caller's retry must get a connection opened now, which reaches whatever is primary now.
+      const closedIdle = old.closeIdle?.() ?? 0;
       this.log.debug('database pool disposal damped', {
         role: this.role,
         reason,
         generation: this.#generation,
+        closed_idle: closedIdle,
       });
       this.telemetry.metrics.disposalDamped(this.role);
       return;

@@ -90,6 +90,7 @@ export function wrapPgCompatiblePool(
       }
     },
     stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
+    closeIdle: () => closeIdleClients(pool),
     end: () => {
       ending = true;
       const ended = pool.end();
@@ -102,4 +103,24 @@ export function wrapPgCompatiblePool(
       return ended;
     },
   };
+}
+
+// pg-pool has no public call that closes its idle clients but keeps the pool. Its own end() does it
+// as `this._idle.slice().map((item) => { this._remove(item.client) })` (pg-pool 3.x _pulseQueue);
+// the Neon driver's Pool is a port of pg-pool with the same fields. _remove() takes the client out of
+// the pool at once and ends it in the background. The pulse lets callers queued on a full pool open
+// the connections that freed up. Without those fields (another pool), nothing is closed.
+type PgPoolInternals = {
+  _idle?: { client: unknown }[];
+  _remove?: (client: unknown) => void;
+  _pulseQueue?: () => void;
+};
+
+function closeIdleClients(pool: PgCompatiblePool): number {
+  const internals = pool as unknown as PgPoolInternals;
+  if (!Array.isArray(internals._idle) || typeof internals._remove !== 'function') return 0;
+  const idle = internals._idle.slice();
+  for (const item of idle) internals._remove.call(pool, item.client);
+  if (idle.length > 0) internals._pulseQueue?.call(pool);
+  return idle.length;
 }

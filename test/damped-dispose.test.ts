@@ -1,0 +1,97 @@
+// A damped disposal (episode.ts) keeps the pool but closes its idle connections, so the one retry of a
+// request or tick that met poison opens a fresh connection, which reaches whatever is primary now
+// (DESIGN.md, "Pool poison and disposal"). Against a real Postgres whose sessions start read-only.
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/platform/config.js';
+import { createDriver } from '../src/platform/db/driver.js';
+import { FailoverEpisodes } from '../src/platform/db/episode.js';
+import { DatabaseHandle } from '../src/platform/db/handle.js';
+import { withPoisonRetry } from '../src/platform/db/poison-retry.js';
+import { createLogger } from '../src/platform/log.js';
+import { freshDatabase } from './support/databases.js';
+import { type Cluster, startCluster } from './support/postgres.js';
+import { until } from './support/until.js';
+
+let cluster: Cluster;
+beforeAll(async () => {
+  cluster = await startCluster();
+});
+afterAll(async () => {
+  await cluster?.remove();
+});
+
+async function setup() {
+  const url = await freshDatabase(cluster);
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger('debug', {}, (l) => lines.push(JSON.parse(l)));
+  const driver = createDriver(loadConfig({ DATABASE_URL: url }), log);
+  await driver.ready();
+  // A long first step, so that "damped" does not depend on how fast a loaded machine runs the test.
+  const episodes = new FailoverEpisodes(log, { minPoolAgeMs: 60_000 });
+  const handle = new DatabaseHandle(driver, 'app', log, undefined, episodes);
+  return { url, db: new URL(url).pathname.slice(1), lines, handle, episodes };
+}
+
+describe('a damped disposal', () => {
+  it('closes the idle connections pinned read-only, so the retry writes on a fresh one', async () => {
+    const { db, lines, handle, episodes } = await setup();
+    try {
+      await handle.pool.query('CREATE TABLE beats (n int)');
+      // New sessions come up read-only; the episode's first disposal of the pool is immediate.
+      await cluster.query(`ALTER DATABASE ${db} SET default_transaction_read_only = on`);
+      episodes.sign('probe', 'transaction_read_only', 'probe');
+      await handle.dispose('probe read_only');
+      const generation = handle.generation;
+      // The pool built during the episode fills with read-only sessions, then the setting is fixed
+      // for new sessions only: the pooled ones are pinned, as in the incident.
+      await Promise.all([1, 2, 3].map(() => handle.pool.query('SELECT pg_sleep(0.05)')));
+      expect(handle.stats().idle).toBe(3);
+      await cluster.query(`ALTER DATABASE ${db} RESET default_transaction_read_only`);
+
+      const written = await withPoisonRetry(
+        handle,
+        async (d) => (await d.execute(sql`INSERT INTO beats VALUES (1) RETURNING n`)) as { rows: unknown[] },
+        { retry: true, source: 'request', log: createLogger('error', {}, () => {}) },
+      );
+      expect(written.rows).toEqual([{ n: 1 }]);
+      // The first attempt met 25006 and the disposal was damped: same pool, idle ones closed.
+      expect(handle.generation).toBe(generation);
+      const damped = lines.filter((l) => l.msg === 'database pool disposal damped');
+      expect(damped).toHaveLength(1);
+      expect(damped[0]?.closed_idle).toBe(2);
+      // The pinned sessions are gone from the server; what is left is the retry's fresh one.
+      const left = await until(
+        async () =>
+          (
+            await cluster.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND application_name = 'honest-health:app'`,
+              [db],
+            )
+          ).rows[0]?.n,
+        (n) => n === 1,
+        5000,
+      );
+      expect(left).toBe(1);
+    } finally {
+      await handle.close();
+    }
+  });
+
+  it('a dispose with no pool built since the last one throws nothing away, so logs and counts nothing', async () => {
+    const { lines, handle, episodes } = await setup();
+    try {
+      await handle.pool.query('SELECT 1');
+      episodes.sign('probe', 'transaction_read_only', 'probe');
+      await handle.dispose('probe read_only');
+      await handle.dispose('probe read_only');
+      expect(handle.disposals).toBe(1);
+      expect(lines.filter((l) => l.msg === 'database pool disposed')).toHaveLength(1);
+      episodes.close();
+      const summary = lines.find((l) => / episode ended after /.test(String(l.msg)));
+      expect(summary?.disposals).toBe(1);
+    } finally {
+      await handle.close();
+    }
+  });
+});
