@@ -41,21 +41,25 @@ describe('a failover episode', () => {
     expect(episodes.decide('probe', before)).toBe('dispose');
   });
 
-  it('warns once at the start and sums up at the first write-proving probe a second after the last sign', () => {
+  it('warns once at the start and sums up at the first write-proving probe 5 s after the last sign', () => {
     const { episodes, lines, advance } = setup();
     episodes.sign('poison', '57P01', 'tick push-invoices');
     advance(200);
     episodes.sign('probe', 'in recovery', 'probe');
-    advance(500);
-    episodes.healthy(); // too soon after the last sign: a flapping load balancer, say
+    advance(3000);
+    // Too soon after the last sign: a load balancer may still alternate (about 3 s in issue 15), and
+    // the pools may just have settled on connections to the new node.
+    episodes.healthy();
+    advance(1900);
+    episodes.healthy();
     expect(episodes.active).toBe(true);
-    advance(600);
+    advance(100);
     episodes.healthy();
     expect(episodes.active).toBe(false);
     const warnings = lines.filter((l) => l.level === 'warn');
     expect(warnings.map((l) => l.msg)).toEqual([
       'database connection episode started: disposing pools',
-      'database read-only episode ended after 1.3 s: 0 disposals, 1 probes',
+      'database read-only episode ended after 5.2 s: 0 disposals, 1 probes',
     ]);
     expect(warnings[1]).toMatchObject({
       episode: 'read-only',

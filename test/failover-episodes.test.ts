@@ -152,18 +152,24 @@ describe('a failover episode', () => {
       await waitForReplay(primary, standby);
       const mark = server.logs.length;
 
-      // The old primary drops its connections; for 3 s new connections land on the standby (the old,
-      // read-only node) or the primary in turn, as HAProxy does while its checks catch up.
-      let toStandby = true;
+      // The old primary drops its connections and, as HAProxy does before its checks catch up, first
+      // sends new ones to the old, read-only node: a write now meets 25006 and starts the episode.
+      // (Alternating from the first millisecond, a loaded machine can open every connection in a
+      // window that leads to the new node, and then there is no failover to see at all.)
       proxy.setTarget(standby.port);
       proxy.dropAll();
+      const pinned = await write(server, org.apiKey, 'alt-pinned');
+      expect(pinned.status).toBe(503);
+      // Then for 3 s new connections land on the standby or the primary in turn.
+      let toStandby = true;
       const flip = setInterval(() => {
         toStandby = !toStandby;
         proxy.setTarget(toStandby ? standby.port : primary.port);
       }, 25);
       const statuses: number[] = [];
       const accepted: string[] = [];
-      const end = Date.now() + 3000;
+      const alternation = Date.now();
+      const end = alternation + 3000;
       const writer = () =>
         every(0, end, async () => {
           const res = await write(server, org.apiKey, 'alt');
@@ -185,13 +191,18 @@ describe('a failover episode', () => {
       // The first disposal of each pool is immediate; a pool built since waits 0.5 s, then 1 s, 2 s.
       expect(disposed(during, 'app').length).toBeGreaterThanOrEqual(1);
       expect(disposed(during, 'app').length).toBeLessThanOrEqual(4);
-      expect(started(during).map((l) => l.level)).toEqual(['warn']);
-      expect(warnings(during)).toEqual([started(during)[0]?.msg]);
       expect(during.filter((l) => l.level === 'error')).toEqual([]);
 
       // Back on the primary: ready again, the episode summed up, every accepted invoice stored.
       const summary = await awaitSummary(server, mark);
+      // The whole alternation is one episode: one warning when it started, one summary after it
+      // ended, and no other warning or episode in between.
+      const episode = server.logs.slice(mark, server.logs.indexOf(summary) + 1);
+      expect(started(episode).map((l) => l.level)).toEqual(['warn']);
+      expect(warnings(episode)).toEqual([started(episode)[0]?.msg, summary.msg]);
       expect(summary).toMatchObject({ level: 'warn', episode: 'read-only' });
+      // It did not end mid-alternation: it outlasted the 3 s of it.
+      expect(Number(summary.seconds)).toBeGreaterThanOrEqual(3);
       expect(Number(summary.poisoned)).toBeGreaterThanOrEqual(1);
       const stored = await direct.query<{ n: number }>(
         'SELECT count(*)::int AS n FROM invoice_pushes WHERE id = ANY($1::uuid[])',
@@ -199,6 +210,7 @@ describe('a failover episode', () => {
       );
       expect(stored.rows[0]?.n).toBe(accepted.length);
       expect((await write(server, org.apiKey, 'after-alt')).status).toBe(202);
+      expect(started(server.logs.slice(mark))).toHaveLength(1);
     } finally {
       await direct.end();
       await server.stop();

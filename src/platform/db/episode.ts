@@ -3,9 +3,10 @@ import type { PoolRole } from './types.js';
 
 // A failover, or a database that stays read-only (a managed primary near a full disk), is one
 // *episode*: it starts with the first sign of trouble (a read-only probe, a poisoned query) and ends
-// with a probe that proves a write, or after a quiet spell with no sign at all. Per episode the log
-// gets one warning when it starts and one summary with counts when it ends; every probe, poisoned
-// query and disposal in between is counted, not logged at warn (issue 15, point 7).
+// with a probe that proves a write at least 5 s after the last sign (longer than a load balancer's
+// alternation between the old and the new node, about 3 s in issue 15), or after a quiet minute.
+// Per episode the log gets one warning when it starts and one summary with counts when it ends;
+// every probe, poisoned query and disposal in between is counted, not logged at warn (issue 15, 7).
 //
 // Disposals are damped during an episode. The first disposal of each pool is immediate: that pool
 // was built before the trouble and is pinned to the demoted node, which is the incident this project
@@ -13,10 +14,11 @@ import type { PoolRole } from './types.js';
 // alternating between the old and the new node, a database read-only for good), so it is thrown away
 // only once it has lived a minimum age that doubles with each disposal of that pool in the episode:
 // 0.5 s, 1 s, 2 s ... capped at 30 s. A database that stays read-only for an hour then costs each pool
-// about 6 + 3600/30 rebuilds instead of one per failing request. Damping is safe because node-postgres
-// already discards a client whose query failed (pool.query releases it with the error) and the app
-// writes through pool.query only: a damped pool sheds its bad connections one failure each and keeps
-// its healthy ones, while its idle pinned ones wait at most the current minimum age.
+// about 6 + 3600/30 rebuilds instead of one per failing request. Damping keeps the contract that a
+// request or tick that met poison retries once on a pool that can reach the new primary: a damped
+// dispose closes the pool's idle connections (handle.ts), so the retry opens a fresh one, and a client
+// whose query failed is released with the error and destroyed by the pool. A damped pool keeps only
+// its connections in use, which fail (and go) or succeed on their own.
 // The alternative, a fixed minimum age, either storms on a database that stays read-only (short age)
 // or delays the incident's recovery (long age); doubling per episode gets both ends right.
 
@@ -25,7 +27,7 @@ export interface EpisodeOptions {
   minPoolAgeMs?: number;
   /** The cap of the doubling minimum age. */
   maxPoolAgeMs?: number;
-  /** A write-proving probe ends the episode only this long after the last sign of trouble. */
+  /** A write-proving probe ends the episode only this long after the last sign of trouble (5 s). */
   settleMs?: number;
   /** Without any probe, the episode ends after this long with no sign of trouble. */
   quietMs?: number;
@@ -64,7 +66,7 @@ export class FailoverEpisodes {
   ) {
     this.#minAge = options.minPoolAgeMs ?? 500;
     this.#maxAge = options.maxPoolAgeMs ?? 30_000;
-    this.#settle = options.settleMs ?? 1000;
+    this.#settle = options.settleMs ?? 5000;
     this.#quiet = options.quietMs ?? 60_000;
     this.#now = options.now ?? (() => performance.now());
   }
