@@ -111,6 +111,30 @@ describe('the Worker in workerd', () => {
     });
   });
 
+  it('answers the wrong method on probe and scrape routes with 405 and Allow, booted or not', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    await (await openDatabase(url, log)).close();
+    const booted = worker({ DATABASE_URL: neonUrl(url) });
+    // Not migrated: the isolate's boot fails, which must not turn a method error into a 503.
+    const failed = worker({ DATABASE_URL: neonUrl(await freshDatabase(cluster)) });
+    for (const [mf, paths] of [
+      [booted, ['/livez', '/health', '/healthz', '/readyz', '/metrics']],
+      [failed, ['/livez', '/health', '/healthz']],
+    ] as const) {
+      for (const path of paths) {
+        const res = await mf.dispatchFetch(`http://worker${path}`, { method: 'POST', body: '{}' });
+        expect(res.status, path).toBe(405);
+        expect(res.headers.get('allow')).toBe('GET, HEAD');
+        expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+        expect(await res.json()).toEqual({
+          error: { code: 'method_not_allowed', message: 'use GET or HEAD' },
+        });
+      }
+    }
+    expect((await booted.dispatchFetch('http://worker/livez', { method: 'HEAD' })).status).toBe(200);
+  });
+
   it('reports read_only when the database only takes reads', async () => {
     const url = await freshDatabase(cluster);
     const { log } = captureLog();

@@ -13,6 +13,22 @@ export const LIVENESS_PATHS: ReadonlySet<string> = new Set(['/livez', '/health',
 const LIVE = JSON.stringify({ status: 'ok' });
 const noStore = { 'cache-control': 'no-store' };
 
+/** Hono answers HEAD from the GET route (without the body), so both are allowed. */
+export const READ_ONLY_METHODS = 'GET, HEAD';
+
+/**
+ * 405 with `Allow` (RFC 9110 section 15.5.6) for a method a probe or scrape route does not take, in the
+ * API's error shape: a checker configured with POST learns what is wrong instead of seeing a 404.
+ */
+export function methodNotAllowed(allow: string = READ_ONLY_METHODS): Response {
+  return Response.json(
+    { error: { code: 'method_not_allowed', message: `use ${allow.replace(', ', ' or ')}` } },
+    { status: 405, headers: { allow, ...noStore } },
+  );
+}
+
+export const isReadMethod = (method: string) => method === 'GET' || method === 'HEAD';
+
 export function healthRoutes({ gate, probe }: HealthOptions): Hono {
   const routes = new Hono();
 
@@ -45,6 +61,9 @@ export function healthRoutes({ gate, probe }: HealthOptions): Hono {
     }
     return c.json(body, ready ? 200 : 503, noStore);
   });
+
+  // Registered after the GET routes, so these only see the other methods.
+  for (const path of [...LIVENESS_PATHS, '/readyz']) routes.all(path, () => methodNotAllowed());
 
   return routes;
 }

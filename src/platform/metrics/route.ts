@@ -1,4 +1,5 @@
 import { Hono } from 'hono';
+import { methodNotAllowed } from '../health.js';
 import { PROMETHEUS_CONTENT_TYPE } from './registry.js';
 
 export interface MetricsEndpoint {
@@ -16,6 +17,7 @@ export function metricsRoutes(endpoint: MetricsEndpoint): Hono {
       'cache-control': 'no-store',
     });
   });
+  routes.all('/metrics', () => methodNotAllowed());
   return routes;
 }
 

@@ -1,0 +1,82 @@
+// What load balancers' and orchestrators' checkers send, on the built Node server and on the Bun entry
+// run by the real bun binary: HTTP/1.0 without a Host header (HAProxy's default `option httpchk`) over a
+// raw socket, and the wrong method on the probe and scrape routes.
+import { resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDatabase } from './support/databases.js';
+import { type Cluster, startCluster } from './support/postgres.js';
+import { rawRequest } from './support/raw-http.js';
+import { repoRoot, type ServerProcess, type SpawnOptions, spawnServer } from './support/server.js';
+
+const bun = resolve(repoRoot, 'node_modules/.bin/bun');
+const runtimes: Record<'node' | 'bun', SpawnOptions> = {
+  node: {},
+  bun: { command: bun, args: [resolve(repoRoot, 'src/runtime/bun.ts')] },
+};
+
+let cluster: Cluster;
+const servers: Partial<Record<keyof typeof runtimes, ServerProcess>> = {};
+beforeAll(async () => {
+  cluster = await startCluster();
+  await Promise.all(
+    (Object.keys(runtimes) as (keyof typeof runtimes)[]).map(async (name) => {
+      const server = await spawnServer({
+        ...runtimes[name],
+        env: { DATABASE_URL: await freshDatabase(cluster) },
+      });
+      servers[name] = server;
+      await server.waitForReady();
+    }),
+  );
+});
+afterAll(async () => {
+  await Promise.allSettled(Object.values(servers).map((s) => s.stop()));
+  await cluster?.remove();
+});
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+describe.each(Object.keys(runtimes) as (keyof typeof runtimes)[])('%s', (name) => {
+  const server = () => {
+    const s = servers[name];
+    if (!s) throw new Error(`${name} server did not start`);
+    return s;
+  };
+
+  it.each(['/livez', '/health', '/healthz', '/readyz'])(
+    'answers GET %s over HTTP/1.0 without a Host header',
+    async (path) => {
+      const res = await rawRequest(server().port, `GET ${path} HTTP/1.0\r\n\r\n`);
+      expect(res.status, res.raw).toBe(200);
+      expect(JSON.parse(res.body)).toMatchObject({ status: 'ok' });
+    },
+  );
+
+  it('answers HAProxy httpchk with a Host header too, and HTTP/1.1 without Host stays a 400', async () => {
+    const withHost = await rawRequest(server().port, 'GET /readyz HTTP/1.0\r\nHost: lb.internal\r\n\r\n');
+    expect(withHost.status, withHost.raw).toBe(200);
+    // HTTP/1.1 requires Host (RFC 9112 section 3.2): refusing that is right, and not our choice to relax.
+    const http11 = await rawRequest(server().port, 'GET /livez HTTP/1.1\r\nConnection: close\r\n\r\n');
+    expect(http11.status, http11.raw).toBe(400);
+  });
+
+  it.each(['/livez', '/health', '/healthz', '/readyz', '/metrics'])(
+    'answers POST %s with 405, Allow and a request id',
+    async (path) => {
+      const res = await server().get(path, { method: 'POST', body: '{}' });
+      expect(res.status).toBe(405);
+      expect(res.headers.get('allow')).toBe('GET, HEAD');
+      expect(res.headers.get('x-request-id')).toMatch(UUID);
+      expect(await res.json()).toEqual({
+        error: { code: 'method_not_allowed', message: 'use GET or HEAD' },
+      });
+    },
+  );
+
+  it('still answers GET and HEAD on the probe routes', async () => {
+    expect((await server().get('/livez', { method: 'HEAD' })).status).toBe(200);
+    expect((await server().get('/readyz', { method: 'HEAD' })).status).toBe(200);
+    expect((await server().get('/metrics')).status).toBe(200);
+    expect((await server().get('/livez', { method: 'DELETE' })).status).toBe(405);
+  });
+});

@@ -1,0 +1,62 @@
+// HTTP spoken over a bare TCP socket, byte for byte, as load balancers' health checkers speak it
+// (HAProxy's default `option httpchk` sends `OPTIONS / HTTP/1.0` or `GET /path HTTP/1.0`, no Host).
+import { connect, type Socket } from 'node:net';
+
+export interface RawResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  raw: string;
+}
+
+/** Sends `request` as is and reads until the server closes the connection (HTTP/1.0 does). */
+export function rawRequest(port: number, request: string, timeoutMs = 10_000): Promise<RawResponse> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    let raw = '';
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no complete answer in ${timeoutMs} ms; got: ${JSON.stringify(raw)}`));
+    }, timeoutMs);
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      raw += chunk;
+    });
+    socket.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    socket.on('close', () => {
+      clearTimeout(timer);
+      const [head = '', body = ''] = splitOnce(raw, '\r\n\r\n');
+      const [statusLine = '', ...lines] = head.split('\r\n');
+      const status = Number(statusLine.split(' ')[1]);
+      if (!Number.isInteger(status)) return reject(new Error(`not an HTTP answer: ${JSON.stringify(raw)}`));
+      const headers: Record<string, string> = {};
+      for (const line of lines) {
+        const [name = '', value = ''] = splitOnce(line, ':');
+        headers[name.trim().toLowerCase()] = value.trim();
+      }
+      resolve({ status, headers, body, raw });
+    });
+    socket.write(request);
+  });
+}
+
+function splitOnce(s: string, separator: string): [string, string] {
+  const i = s.indexOf(separator);
+  return i < 0 ? [s, ''] : [s.slice(0, i), s.slice(i + separator.length)];
+}
+
+/** Opens a TCP connection that never sends a byte; resolves once connected. */
+export function idleSocket(port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.off('error', reject);
+      socket.on('error', () => {}); // a reset by the server is what some tests wait for
+      resolve(socket);
+    });
+    socket.once('error', reject);
+  });
+}
