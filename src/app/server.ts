@@ -9,11 +9,12 @@ import { withPoisonRetry } from '../platform/db/poison-retry.js';
 import { WriteProbe } from '../platform/db/probe.js';
 import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../platform/error-tracking.js';
 import { ReadinessGate } from '../platform/gate.js';
+import { type HttpConfig, loadHttpConfig } from '../platform/http/config.js';
 import { Scheduler } from '../platform/jobs/scheduler.js';
 import { createTickRunner } from '../platform/jobs/tick.js';
 import { loadTickHealthConfig, type TickHealthConfig } from '../platform/jobs/tick-health-config.js';
 import { intervalMonitorConfig, TickMonitor } from '../platform/jobs/tick-monitor.js';
-import { createLogger } from '../platform/log.js';
+import { createLogger, type Logger } from '../platform/log.js';
 import { createSecretBox } from '../platform/secret-box.js';
 import { bootInterruptedExitCode, createShutdown } from '../platform/shutdown.js';
 import { loadTelemetryConfig } from '../platform/telemetry/config.js';
@@ -45,7 +46,19 @@ export interface Listener {
   close(budgetMs: number): Promise<void>;
 }
 
-export type Listen = (fetch: FetchHandler, port: number, host: string) => Promise<Listener>;
+export interface ListenOptions {
+  port: number;
+  host: string;
+  http: HttpConfig;
+  /** The Host a request without one (HTTP/1.0) is taken to be for. */
+  defaultHost: string;
+  log: Logger;
+}
+
+export type Listen = (fetch: FetchHandler, options: ListenOptions) => Promise<Listener>;
+
+/** A request without a Host header (HTTP/1.0 health checkers) is for this host. */
+export const DEFAULT_HOST = 'localhost';
 
 export interface ServerRuntime {
   /** Which runtime runs the server and its version ('node', '24.21.0'): the first line of every boot. */
@@ -78,11 +91,15 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
   let config: Config;
   let appConfig: AppConfig;
   let tickHealthConfig: TickHealthConfig;
+  let httpConfig: HttpConfig;
   try {
-    [config, appConfig, tickHealthConfig] = loadAll<[Config, AppConfig, TickHealthConfig]>(
+    [config, appConfig, tickHealthConfig, httpConfig] = loadAll<
+      [Config, AppConfig, TickHealthConfig, HttpConfig]
+    >(
       () => loadConfig(runtime.env),
       () => loadAppConfig(runtime.env),
       () => loadTickHealthConfig(runtime.env, Object.values(TICKS)),
+      () => loadHttpConfig(runtime.env),
     );
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
@@ -253,7 +270,13 @@ export async function startServer(runtime: ServerRuntime): Promise<void> {
             log,
           },
         });
-        listener = await runtime.listen(http.fetch, config.port, config.host);
+        listener = await runtime.listen(http.fetch, {
+          port: config.port,
+          host: config.host,
+          http: httpConfig,
+          defaultHost: DEFAULT_HOST,
+          log,
+        });
         log.info('listening', { host: config.host, port: listener.port });
       },
     },

@@ -1,4 +1,5 @@
 import type { FetchHandler, Listen } from '../app/server.js';
+import { descriptorLimit } from '../platform/http/connection-cap.js';
 
 // The slice of Bun's API this file uses, declared here rather than taken from @types/bun: Bun's types
 // are global (a `/// <reference types="bun" />` or a tsconfig `types` entry applies them to every
@@ -14,13 +15,36 @@ interface BunServer {
   stop(closeActiveConnections?: boolean): Promise<void>;
 }
 declare const Bun: {
-  serve(options: { port: number; hostname: string; fetch: FetchHandler }): BunServer;
+  serve(options: {
+    port: number;
+    hostname: string;
+    /** Seconds a connection may stay without a byte either way (default 10, at most 255). */
+    idleTimeout: number;
+    fetch: FetchHandler;
+  }): BunServer;
 };
 
 // Bun.serve binds synchronously: once it returns the socket is listening (a busy port throws).
-export const listenBun: Listen = async (fetch, port, host) => {
-  // Hono's fetch takes (request, env, ctx): hand it the request only, not Bun's server as `env`.
-  const server = Bun.serve({ port, hostname: host, fetch: (request) => fetch(request) });
+export const listenBun: Listen = async (fetch, { port, host, http: limits, defaultHost, log }) => {
+  const base = `http://${defaultHost}`;
+  const server = Bun.serve({
+    port,
+    hostname: host,
+    idleTimeout: Math.ceil(limits.idleTimeoutMs / 1000),
+    // Hono's fetch takes (request, env, ctx): hand it the request only, not Bun's server as `env`.
+    // Bun hands a request without a Host header (HTTP/1.0) a bare path as its url ("/livez"), on which
+    // Hono finds no route: give it an absolute URL on the default host.
+    fetch: (request) =>
+      request.url.startsWith('/') ? fetch(new Request(base + request.url, request)) : fetch(request),
+  });
+  // Bun.serve has no header, request or keep-alive timeout and no connection count to cap: its idle
+  // timeout is the only limit (docs/http-timeouts.md).
+  log.info('http limits', {
+    idle_timeout_ms: Math.ceil(limits.idleTimeoutMs / 1000) * 1000,
+    max_connections: null,
+    max_connections_from: 'none',
+    descriptor_limit: descriptorLimit() ?? null,
+  });
   return {
     port: server.port ?? port,
     close: async (budgetMs) => {
