@@ -52,6 +52,13 @@ describe.each(Object.keys(runtimes) as (keyof typeof runtimes)[])('%s', (name) =
     },
   );
 
+  // `option httpchk /readyz` sends exactly this (HAProxy's default method is OPTIONS).
+  it.each(['/livez', '/readyz'])("answers HAProxy's default OPTIONS %s HTTP/1.0 as a probe", async (path) => {
+    const res = await rawRequest(server().port, `OPTIONS ${path} HTTP/1.0\r\n\r\n`);
+    expect(res.status, res.raw).toBe(200);
+    expect(JSON.parse(res.body)).toMatchObject({ status: 'ok' });
+  });
+
   it('answers HAProxy httpchk with a Host header too, and HTTP/1.1 without Host stays a 400', async () => {
     const withHost = await rawRequest(server().port, 'GET /readyz HTTP/1.0\r\nHost: lb.internal\r\n\r\n');
     expect(withHost.status, withHost.raw).toBe(200);
@@ -65,10 +72,10 @@ describe.each(Object.keys(runtimes) as (keyof typeof runtimes)[])('%s', (name) =
     async (path) => {
       const res = await server().get(path, { method: 'POST', body: '{}' });
       expect(res.status).toBe(405);
-      expect(res.headers.get('allow')).toBe('GET, HEAD');
+      expect(res.headers.get('allow')).toBe('GET, HEAD, OPTIONS');
       expect(res.headers.get('x-request-id')).toMatch(UUID);
       expect(await res.json()).toEqual({
-        error: { code: 'method_not_allowed', message: 'use GET or HEAD' },
+        error: { code: 'method_not_allowed', message: 'use GET, HEAD or OPTIONS' },
       });
     },
   );
@@ -77,6 +84,9 @@ describe.each(Object.keys(runtimes) as (keyof typeof runtimes)[])('%s', (name) =
     expect((await server().get('/livez', { method: 'HEAD' })).status).toBe(200);
     expect((await server().get('/readyz', { method: 'HEAD' })).status).toBe(200);
     expect((await server().get('/metrics')).status).toBe(200);
+    const options = await server().get('/metrics', { method: 'OPTIONS' });
+    expect(options.status).toBe(204);
+    expect(options.headers.get('allow')).toBe('GET, HEAD, OPTIONS');
     expect((await server().get('/livez', { method: 'DELETE' })).status).toBe(405);
   });
 });

@@ -125,14 +125,17 @@ describe('the Worker in workerd', () => {
       for (const path of paths) {
         const res = await mf.dispatchFetch(`http://worker${path}`, { method: 'POST', body: '{}' });
         expect(res.status, path).toBe(405);
-        expect(res.headers.get('allow')).toBe('GET, HEAD');
+        expect(res.headers.get('allow')).toBe('GET, HEAD, OPTIONS');
         expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
         expect(await res.json()).toEqual({
-          error: { code: 'method_not_allowed', message: 'use GET or HEAD' },
+          error: { code: 'method_not_allowed', message: 'use GET, HEAD or OPTIONS' },
         });
       }
     }
     expect((await booted.dispatchFetch('http://worker/livez', { method: 'HEAD' })).status).toBe(200);
+    expect((await failed.dispatchFetch('http://worker/livez', { method: 'OPTIONS' })).status).toBe(200);
+    expect((await booted.dispatchFetch('http://worker/readyz', { method: 'OPTIONS' })).status).toBe(200);
+    expect((await failed.dispatchFetch('http://worker/readyz', { method: 'OPTIONS' })).status).toBe(503);
   });
 
   it('reports read_only when the database only takes reads', async () => {

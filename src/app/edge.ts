@@ -6,7 +6,7 @@ import { schemaState } from '../platform/db/migrate.js';
 import { WriteProbe } from '../platform/db/probe.js';
 import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../platform/error-tracking.js';
 import { ReadinessGate } from '../platform/gate.js';
-import { isReadMethod, LIVENESS_PATHS, methodNotAllowed } from '../platform/health.js';
+import { isProbeMethod, LIVENESS_PATHS, methodNotAllowed } from '../platform/health.js';
 import { createTickRunner } from '../platform/jobs/tick.js';
 import type { MonitoredTick, TickHealthPolicy } from '../platform/jobs/tick-health.js';
 import { loadTickHealthConfig, type TickHealthConfig } from '../platform/jobs/tick-health-config.js';
@@ -186,12 +186,12 @@ export function createWorkerHandlers() {
   ): Promise<Response> => {
     // Liveness first, as on Node and Bun: no id, no context, no boot.
     const path = new URL(request.url).pathname;
-    if (request.method === 'GET' && LIVENESS_PATHS.has(path)) return live();
+    if ((request.method === 'GET' || request.method === 'OPTIONS') && LIVENESS_PATHS.has(path)) return live();
     const requestId = requestIdFrom(request.headers);
     return withLogContext({ request_id: requestId }, async () => {
       // A wrong method on liveness is answered without a boot, as liveness itself is.
       const response =
-        LIVENESS_PATHS.has(path) && !isReadMethod(request.method)
+        LIVENESS_PATHS.has(path) && !isProbeMethod(request.method)
           ? methodNotAllowed()
           : await serve(request, bindings, ctx);
       response.headers.set('x-request-id', requestId);

@@ -13,31 +13,37 @@ export const LIVENESS_PATHS: ReadonlySet<string> = new Set(['/livez', '/health',
 const LIVE = JSON.stringify({ status: 'ok' });
 const noStore = { 'cache-control': 'no-store' };
 
-/** Hono answers HEAD from the GET route (without the body), so both are allowed. */
-export const READ_ONLY_METHODS = 'GET, HEAD';
+/**
+ * The methods a probe route answers. Hono answers HEAD from the GET route (without the body). OPTIONS
+ * is what HAProxy sends by default: "When not set, the "OPTIONS" method is used" (configuration.txt,
+ * `option httpchk`, HAProxy 2.6 in Debian 12), so a probe answers it as it answers GET: liveness 200,
+ * readiness 200 or 503. A 204 with Allow would be the textbook answer, and a lie for readiness.
+ */
+export const PROBE_METHODS = 'GET, HEAD, OPTIONS';
 
 /**
  * 405 with `Allow` (RFC 9110 section 15.5.6) for a method a probe or scrape route does not take, in the
  * API's error shape: a checker configured with POST learns what is wrong instead of seeing a 404.
  */
-export function methodNotAllowed(allow: string = READ_ONLY_METHODS): Response {
+export function methodNotAllowed(allow: string = PROBE_METHODS): Response {
   return Response.json(
-    { error: { code: 'method_not_allowed', message: `use ${allow.replace(', ', ' or ')}` } },
+    { error: { code: 'method_not_allowed', message: `use ${allow.replace(/, ([^,]*)$/, ' or $1')}` } },
     { status: 405, headers: { allow, ...noStore } },
   );
 }
 
-export const isReadMethod = (method: string) => method === 'GET' || method === 'HEAD';
+export const isProbeMethod = (method: string) =>
+  method === 'GET' || method === 'HEAD' || method === 'OPTIONS';
 
 export function healthRoutes({ gate, probe }: HealthOptions): Hono {
   const routes = new Hono();
 
   // Liveness touches nothing: a database outage must never make the orchestrator kill the process.
   const live = () => new Response(LIVE, { headers: { 'content-type': 'application/json', ...noStore } });
-  for (const path of LIVENESS_PATHS) routes.get(path, live);
+  for (const path of LIVENESS_PATHS) routes.on(['GET', 'OPTIONS'], path, live);
 
   // Readiness is the gate AND a fresh write probe; a read-only database is not ready.
-  routes.get('/readyz', async (c) => {
+  routes.on(['GET', 'OPTIONS'], '/readyz', async (c) => {
     const boot = gate.state;
     // A draining or failed server is unavailable whatever the database says: answer at once with
     // the last known database status instead of waiting on a probe.
@@ -62,7 +68,7 @@ export function healthRoutes({ gate, probe }: HealthOptions): Hono {
     return c.json(body, ready ? 200 : 503, noStore);
   });
 
-  // Registered after the GET routes, so these only see the other methods.
+  // Registered after the probe routes, so these only see the other methods.
   for (const path of [...LIVENESS_PATHS, '/readyz']) routes.all(path, () => methodNotAllowed());
 
   return routes;

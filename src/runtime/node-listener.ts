@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
 import type { Listen } from '../app/server.js';
-import { connectionCap } from '../platform/http/connection-cap.js';
+import { connectionCap, descriptorLimit } from '../platform/http/connection-cap.js';
 import { guardConnections } from '../platform/http/node-connections.js';
 
 export const listenNode: Listen = (fetch, { port, host, http: limits, defaultHost, log }) =>
@@ -24,7 +24,7 @@ export const listenNode: Listen = (fetch, { port, host, http: limits, defaultHos
     server.once('error', reject);
     server.listen(port, host, () => {
       server.off('error', reject);
-      const cap = connectionCap(limits.maxConnections);
+      const cap = connectionCap(limits.maxConnections, descriptorLimit());
       guardConnections(server, { max: cap.max, idleTimeoutMs: limits.idleTimeoutMs, log });
       log.info('http limits', {
         headers_timeout_ms: limits.headersTimeoutMs,

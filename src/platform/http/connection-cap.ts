@@ -28,7 +28,7 @@ export interface ConnectionCap {
   descriptorLimit: number | undefined;
 }
 
-export function connectionCap(setting: number | 'auto', limit = descriptorLimit()): ConnectionCap {
+export function connectionCap(setting: number | 'auto', limit: number | undefined): ConnectionCap {
   if (setting !== 'auto') return { max: setting, source: 'setting', descriptorLimit: limit };
   if (limit === undefined) return { max: undefined, source: 'none', descriptorLimit: undefined };
   return {

@@ -1,5 +1,8 @@
 import { Hono } from 'hono';
 import { methodNotAllowed } from '../health.js';
+
+const SCRAPE_METHODS = 'GET, HEAD, OPTIONS';
+
 import { PROMETHEUS_CONTENT_TYPE } from './registry.js';
 
 export interface MetricsEndpoint {
@@ -17,7 +20,9 @@ export function metricsRoutes(endpoint: MetricsEndpoint): Hono {
       'cache-control': 'no-store',
     });
   });
-  routes.all('/metrics', () => methodNotAllowed());
+  // OPTIONS is answered as RFC 9110 says (204, Allow): a scrape is never an HAProxy health check.
+  routes.options('/metrics', (c) => c.body(null, 204, { allow: SCRAPE_METHODS }));
+  routes.all('/metrics', () => methodNotAllowed(SCRAPE_METHODS));
   return routes;
 }
 

@@ -1,6 +1,6 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { routePath } from 'hono/route';
-import { isReadMethod, LIVENESS_PATHS } from '../health.js';
+import { isProbeMethod, LIVENESS_PATHS } from '../health.js';
 import { logContext, withLogContext } from '../log-context.js';
 import type { Telemetry } from './telemetry.js';
 
@@ -16,9 +16,9 @@ export function observeRequests(telemetry: Telemetry): MiddlewareHandler {
     // Liveness touches nothing and logs nothing, and orchestrators call it every few seconds: it gets
     // no id, span or count. Reading the request's headers and rebuilding the response's to echo an id
     // doubled the CPU of a /livez answer on Node (bench:http: 1.6x a bare Hono app, 0.98x without).
-    // Only GET and HEAD are liveness: any other method there is a caller's mistake, answered (405)
-    // and observed like any other request.
-    if (LIVENESS_PATHS.has(c.req.path) && isReadMethod(c.req.method)) return next();
+    // Only GET, HEAD and OPTIONS (HAProxy's default) are liveness: any other method there is a caller's
+    // mistake, answered (405) and observed like any other request.
+    if (LIVENESS_PATHS.has(c.req.path) && isProbeMethod(c.req.method)) return next();
     const requestId = currentRequestId() ?? requestIdFrom(c.req.raw.headers);
     const { method } = c.req;
     const started = performance.now();
