@@ -3,6 +3,7 @@ import { HTTPException } from 'hono/http-exception';
 import type { DatabaseHandle } from '../platform/db/handle.js';
 import { isPoolExhausted, poisonReason } from '../platform/db/poison.js';
 import { DatabaseUnavailableError } from '../platform/db/poison-retry.js';
+import { errorCode } from '../platform/error-chain.js';
 import type { ErrorTracker } from '../platform/error-tracking.js';
 import type { ReadinessGate } from '../platform/gate.js';
 import { type HealthOptions, healthRoutes } from '../platform/health.js';
@@ -15,7 +16,7 @@ import type { Telemetry } from '../platform/telemetry/telemetry.js';
 import { requireApiKey } from './auth.js';
 import type { XeroConfig } from './config.js';
 import { connectionRoutes } from './connections/routes.js';
-import { ApiError, errorBody } from './errors.js';
+import { ApiError, errorBody, refusedInput } from './errors.js';
 import { invoiceRoutes } from './invoices/routes.js';
 import type { Registry } from './registry.js';
 import type { XeroClient } from './xero/client.js';
@@ -72,6 +73,16 @@ export function createApp(deps: AppDeps): Hono {
   app.onError((err, c) => {
     if (err instanceof ApiError) return c.json(errorBody(err.code, err.message, err.fields), err.status);
     if (err instanceof HTTPException) return c.json(errorBody('bad_request', err.message), err.status);
+    const refused = refusedInput(err);
+    if (refused) {
+      // Worth a look (validation let it through), but the client's fault: warn, not error.
+      log.warn('request refused by the database: invalid input', {
+        method: c.req.method,
+        path: c.req.path,
+        sqlstate: errorCode(err),
+      });
+      return c.json(errorBody(refused.code, refused.message), 422);
+    }
     // A failover in progress: the pool is already rebuilt, the client should simply come back.
     const reason = err instanceof DatabaseUnavailableError ? err.reason : poisonReason(err);
     if (reason !== undefined || isPoolExhausted(err)) {

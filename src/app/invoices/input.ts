@@ -34,7 +34,15 @@ const text = (max: number) =>
     .max(max, `must be at most ${max} characters`)
     // Control characters break Xero's validation and terminals, and Postgres text cannot hold NUL;
     // tabs and newlines are fine.
-    .refine((s) => !hasControlCharacter(s), 'must not contain control characters');
+    .refine((s) => !hasControlCharacter(s), 'must not contain control characters')
+    // JSON text may carry a lone surrogate ("\ud800") and JSON.parse accepts it, but it is no
+    // character: Postgres refuses it in jsonb (22P02) and Xero could not store it either.
+    .refine(isWellFormed, 'must be well-formed Unicode (no lone surrogates)');
+
+// String.prototype.isWellFormed (ES2024) is in Node 20+, Bun and workerd; TypeScript's ES2023 lib
+// does not declare it yet.
+export const isWellFormed = (s: string): boolean =>
+  (s as string & { isWellFormed(): boolean }).isWellFormed();
 
 export function hasControlCharacter(s: string): boolean {
   for (let i = 0; i < s.length; i++) {
