@@ -1,24 +1,49 @@
 // `npm run db:migrate`: applies the bundled migrations under the advisory lock, over a session
 // (node-postgres, or Neon's WebSocket driver with DATABASE_DRIVER=neon-ws), for deploy pipelines
 // where the runtime cannot migrate at boot (Workers). Never over neon-http: it cannot roll back.
+// Without DATABASE_URL it refuses (a deploy pipeline that lost its secret must not "succeed" on the
+// developer's embedded database); `npm run db:migrate -- --local` migrates .data/pglite on purpose.
+// Exit codes: 0 migrated, 1 failed, 2 usage.
+import { parseArgs } from 'node:util';
 import { migrations } from '../src/app/migrations.gen.js';
 import { loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { migrate } from '../src/platform/db/migrate.js';
 import { createLogger } from '../src/platform/log.js';
+import { runCli, UsageError } from './cli.js';
 
-const config = loadConfig({
-  ...process.env,
-  DATABASE_DRIVER: process.env.DATABASE_DRIVER === 'neon-http' ? 'neon-ws' : process.env.DATABASE_DRIVER,
+const USAGE = 'usage: DATABASE_URL=postgres://... npm run db:migrate, or npm run db:migrate -- --local';
+
+await runCli('db:migrate', USAGE, async () => {
+  const { values } = parseArgs({
+    args: process.argv.slice(2),
+    strict: true,
+    options: { local: { type: 'boolean' } },
+  });
+  const config = loadConfig({
+    ...process.env,
+    DATABASE_DRIVER: process.env.DATABASE_DRIVER === 'neon-http' ? 'neon-ws' : process.env.DATABASE_DRIVER,
+  });
+  const local = config.database.driver === 'pglite';
+  if (local && !values.local) {
+    throw new UsageError(
+      `DATABASE_URL is not set, so this would migrate the embedded database in ${'dataDir' in config.database ? config.database.dataDir : '.data/pglite'}; set DATABASE_URL, or pass --local to mean it`,
+    );
+  }
+  if (!local && values.local)
+    throw new UsageError('--local is for the embedded database, but DATABASE_URL is set');
+  const log = createLogger(config.logLevel);
+  const driver = createDriver(config, log);
+  try {
+    await driver.ready();
+    const pool = driver.createPool('app');
+    try {
+      const { applied } = await migrate(pool, migrations, log, { timeoutMs: config.migrationLockTimeoutMs });
+      console.log(JSON.stringify({ applied, latest: migrations.at(-1)?.tag }));
+    } finally {
+      await pool.end();
+    }
+  } finally {
+    await driver.close();
+  }
 });
-const log = createLogger(config.logLevel);
-const driver = createDriver(config, log);
-await driver.ready();
-const pool = driver.createPool('app');
-try {
-  const { applied } = await migrate(pool, migrations, log, { timeoutMs: config.migrationLockTimeoutMs });
-  console.log(JSON.stringify({ applied, latest: migrations.at(-1)?.tag }));
-} finally {
-  await pool.end();
-  await driver.close();
-}

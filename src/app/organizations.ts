@@ -1,4 +1,4 @@
-import { eq } from 'drizzle-orm';
+import { asc, eq, sql } from 'drizzle-orm';
 import type { Database } from '../platform/db/types.js';
 import { generateApiKey, hashApiKey } from './api-keys.js';
 import { organizations } from './schema.js';
@@ -26,4 +26,26 @@ export async function removeOrganization(db: Database, id: string): Promise<bool
     .where(eq(organizations.id, id))
     .returning({ id: organizations.id });
   return rows.length > 0;
+}
+
+export interface OrganizationSummary {
+  id: string;
+  name: string;
+  createdAt: Date;
+}
+
+export async function listOrganizations(db: Database): Promise<OrganizationSummary[]> {
+  return db
+    .select({ id: organizations.id, name: organizations.name, createdAt: organizations.createdAt })
+    .from(organizations)
+    .orderBy(asc(organizations.createdAt), asc(organizations.id));
+}
+
+/** Organizations whose name equals `name` ignoring case and surrounding spaces. */
+export async function organizationsNamed(db: Database, name: string): Promise<OrganizationSummary[]> {
+  return db
+    .select({ id: organizations.id, name: organizations.name, createdAt: organizations.createdAt })
+    .from(organizations)
+    .where(sql`lower(btrim(${organizations.name})) = lower(btrim(${name}))`)
+    .orderBy(asc(organizations.createdAt));
 }

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import type { PGlite } from '@electric-sql/pglite';
 import type { DatabaseDriver, DatabasePool } from '../types.js';
+import { lockDataDir } from './pglite-lock.js';
 
 export interface PgliteDriverOptions {
   /** A directory, or `memory://` for a throwaway in-memory database. */
@@ -12,6 +13,7 @@ export interface PgliteDriverOptions {
 // Its modules load in ready(), so a server on a real Postgres never pays for them.
 export function createPgliteDriver(options: PgliteDriverOptions): DatabaseDriver {
   let instance: PGlite | undefined;
+  let unlock: (() => void) | undefined;
   let drizzle: typeof import('drizzle-orm/pglite').drizzle | undefined;
 
   return {
@@ -20,9 +22,20 @@ export function createPgliteDriver(options: PgliteDriverOptions): DatabaseDriver
       if (instance) return instance.waitReady;
       const [pglite, orm] = await Promise.all([import('@electric-sql/pglite'), import('drizzle-orm/pglite')]);
       drizzle = orm.drizzle;
-      if (!options.dataDir.includes('://')) mkdirSync(options.dataDir, { recursive: true });
-      instance = new pglite.PGlite(options.dataDir);
-      await instance.waitReady;
+      if (!options.dataDir.includes('://')) {
+        mkdirSync(options.dataDir, { recursive: true });
+        // Before opening: a second process must never open a data directory another one holds.
+        unlock ??= lockDataDir(options.dataDir);
+      }
+      try {
+        instance = new pglite.PGlite(options.dataDir);
+        await instance.waitReady;
+      } catch (err) {
+        instance = undefined;
+        unlock?.();
+        unlock = undefined;
+        throw err;
+      }
     },
     createPool(): DatabasePool {
       if (!instance || !drizzle) throw new Error('the pglite driver is not ready');
@@ -36,8 +49,13 @@ export function createPgliteDriver(options: PgliteDriverOptions): DatabaseDriver
       };
     },
     async close() {
-      await instance?.close();
-      instance = undefined;
+      try {
+        await instance?.close();
+      } finally {
+        instance = undefined;
+        unlock?.();
+        unlock = undefined;
+      }
     },
   };
 }

@@ -1,0 +1,220 @@
+// The operator's commands as subprocesses, the way `npm run org:create` and `npm run db:migrate` run
+// them (tsx on tools/*.ts): usage errors, org:list, duplicate names, the refusal to migrate the
+// embedded database by accident, and the lock that keeps a second process off the embedded database
+// a running server holds.
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LOCK_FILE } from '../src/platform/db/drivers/pglite-lock.js';
+import { freshDatabase } from './support/databases.js';
+import { waitForKey } from './support/orgs.js';
+import { type Cluster, startCluster } from './support/postgres.js';
+import { repoRoot, spawnServer } from './support/server.js';
+
+const tsx = resolve(repoRoot, 'node_modules/.bin/tsx');
+const dirs: string[] = [];
+const tempDir = () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cli-'));
+  dirs.push(dir);
+  return dir;
+};
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function cli(
+  tool: 'org' | 'migrate',
+  args: string[],
+  options: { cwd?: string; env?: Record<string, string> } = {},
+) {
+  return new Promise<Run>((done) => {
+    execFile(
+      tsx,
+      [resolve(repoRoot, `tools/${tool}.ts`), ...args],
+      { cwd: options.cwd ?? tempDir(), env: { PATH: process.env.PATH, ...options.env }, timeout: 60_000 },
+      (err, stdout, stderr) =>
+        done({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr }),
+    );
+  });
+}
+
+/** One line on stderr, no stack trace. */
+function expectOneLine(run: Run, pattern: RegExp) {
+  const lines = run.stderr.trimEnd().split('\n');
+  expect(lines, run.stderr).toHaveLength(1);
+  expect(lines[0]).toMatch(pattern);
+  expect(run.stderr).not.toMatch(/\n\s+at /);
+}
+
+describe('usage errors', () => {
+  it.each([
+    [['create'], /--name is required/],
+    [['create', '--name'], /--name <value>' argument missing/],
+    [['create', '--name', '   '], /--name is required/],
+    [['create', '--nme', 'Acme'], /Unknown option '--nme'/],
+    [['remove'], /--id is required/],
+    [['remove', '--id', 'abc'], /--id must be an organization id \(a UUID\)/],
+    [['remove', '--id', "1' OR '1'='1"], /--id must be an organization id/],
+    [['list', '--all'], /Unknown option '--all'/],
+    [['frob'], /unknown command "frob"/],
+    [[], /no command/],
+  ])('org %j: one line, exit 2, no database touched', async (args, pattern) => {
+    const cwd = tempDir();
+    const run = await cli('org', args, { cwd });
+    expect(run.code).toBe(2);
+    expectOneLine(run, pattern);
+    expect(run.stderr).toMatch(/usage: /);
+    expect(run.stdout).toBe('');
+    expect(readdirSync(cwd)).toEqual([]);
+  });
+
+  it('db:migrate refuses the embedded database unless --local says so, and unknown options', async () => {
+    const cwd = tempDir();
+    const refused = await cli('migrate', [], { cwd });
+    expect(refused.code).toBe(2);
+    expectOneLine(
+      refused,
+      /DATABASE_URL is not set, so this would migrate the embedded database in \.data\/pglite/,
+    );
+    expect(existsSync(join(cwd, '.data'))).toBe(false);
+    const unknown = await cli('migrate', ['--force'], { cwd });
+    expect(unknown.code).toBe(2);
+    expectOneLine(unknown, /Unknown option '--force'/);
+  });
+
+  it('deploy:workers migrates through db:migrate, so it stops there too', async () => {
+    const pkg = JSON.parse(readFileSync(resolve(repoRoot, 'package.json'), 'utf8')) as {
+      scripts: Record<string, string>;
+    };
+    expect(pkg.scripts['deploy:workers']).toMatch(/^npm run db:migrate && /);
+    expect(pkg.scripts['db:migrate']).toBe('tsx tools/migrate.ts');
+    expect(pkg.scripts['org:list']).toBe('tsx tools/org.ts list');
+  });
+});
+
+describe('on Postgres', () => {
+  let cluster: Cluster;
+  let url: string;
+  beforeAll(async () => {
+    cluster = await startCluster();
+    url = await freshDatabase(cluster);
+  });
+  afterAll(async () => {
+    await cluster?.remove();
+  });
+
+  it('creates, refuses a duplicate name, lists and removes', async () => {
+    const env = { DATABASE_URL: url };
+    const created = await cli('org', ['create', '--name', 'Acme Ltd'], { env });
+    expect(created.code, created.stderr).toBe(0);
+    const acme = JSON.parse(created.stdout) as { id: string; name: string; apiKey: string };
+    expect(acme.name).toBe('Acme Ltd');
+
+    const duplicate = await cli('org', ['create', '--name', '  acme ltd '], { env });
+    expect(duplicate.code).toBe(1);
+    expectOneLine(duplicate, new RegExp(`already exists \\(id ${acme.id}\\); pass --allow-duplicate`));
+    expect(duplicate.stdout).toBe('');
+
+    const second = await cli('org', ['create', '--name', 'Acme Ltd', '--allow-duplicate'], { env });
+    expect(second.code).toBe(0);
+
+    const list = await cli('org', ['list'], { env });
+    expect(list.code).toBe(0);
+    const orgs = JSON.parse(list.stdout) as Record<string, unknown>[];
+    expect(orgs.map((o) => o.name)).toEqual(['Acme Ltd', 'Acme Ltd']);
+    expect(orgs[0]?.id).toBe(acme.id);
+    // Keys are shown once, at create; the list shows neither keys nor their hashes.
+    expect(list.stdout).not.toContain(acme.apiKey);
+    expect(Object.keys(orgs[0] ?? {}).sort()).toEqual(['createdAt', 'id', 'name']);
+
+    const missing = await cli('org', ['remove', '--id', '00000000-0000-4000-8000-000000000000'], { env });
+    expect(missing.code).toBe(1);
+    expect(JSON.parse(missing.stdout)).toMatchObject({ removed: false });
+    const removed = await cli('org', ['remove', '--id', acme.id], { env });
+    expect(removed.code).toBe(0);
+    expect(JSON.parse(removed.stdout)).toEqual({ id: acme.id, removed: true });
+  });
+
+  it('db:migrate migrates the named database and refuses --local with it', async () => {
+    const fresh = await freshDatabase(cluster);
+    const run = await cli('migrate', [], { env: { DATABASE_URL: fresh } });
+    expect(run.code, run.stderr).toBe(0);
+    // Log lines first (the migration steps), the result last.
+    const result = JSON.parse(run.stdout.trimEnd().split('\n').at(-1) ?? '') as { applied: string[] };
+    expect(result.applied.length).toBeGreaterThan(0);
+    const local = await cli('migrate', ['--local'], { env: { DATABASE_URL: fresh } });
+    expect(local.code).toBe(2);
+    expectOneLine(local, /--local is for the embedded database/);
+  });
+
+  it('a database that cannot be reached is one line and exit 1', async () => {
+    const run = await cli('org', ['list'], { env: { DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' } });
+    expect(run.code).toBe(1);
+    expectOneLine(run, /^org: failed: .*ECONNREFUSED/);
+  });
+});
+
+describe('on the embedded database', () => {
+  it('keeps every other process off the data directory a running server holds', async () => {
+    const cwd = tempDir();
+    const server = await spawnServer({ cwd, env: { REGISTRY_REFRESH_MS: '200' } });
+    let organizations: { apiKey: string }[] = [];
+    try {
+      await server.waitForReady(180_000);
+      const pid = server.child.pid;
+      const lockLine = new RegExp(
+        `^org: the embedded database \\.data/pglite is in use by process ${pid} \\(.*\\): stop it first`,
+      );
+
+      const create = await cli('org', ['create', '--name', 'Lost Ltd'], { cwd });
+      expect(create.code).toBe(1);
+      expectOneLine(create, lockLine);
+      expect(create.stdout).toBe(''); // no key that the server would never see
+
+      const migrate = await cli('migrate', ['--local'], { cwd });
+      expect(migrate.code).toBe(1);
+      expectOneLine(migrate, new RegExp(`in use by process ${pid}`));
+
+      // A second server on the same directory fails its boot before it binds.
+      const twin = await spawnServer({ cwd, env: {} });
+      expect(await twin.exited).toBe(1);
+      expect(twin.logs.some((l) => l.msg === 'listening')).toBe(false);
+      expect(JSON.stringify(twin.logs)).toContain(`in use by process ${pid}`);
+
+      expect((await server.get('/readyz')).status).toBe(200);
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+    expect(existsSync(join(cwd, '.data/pglite', LOCK_FILE))).toBe(false);
+
+    // A lock left by a process that died (kill -9) is taken over.
+    const dead = await new Promise<number>((done) => {
+      const child = execFile('true', () => done(child.pid ?? 0));
+    });
+    writeFileSync(
+      join(cwd, '.data/pglite', LOCK_FILE),
+      `${JSON.stringify({ pid: dead, command: 'npm start' })}\n`,
+    );
+    const create = await cli('org', ['create', '--name', 'Kept Ltd'], { cwd });
+    expect(create.code, create.stderr).toBe(0);
+    organizations = [JSON.parse(create.stdout)];
+    expect(existsSync(join(cwd, '.data/pglite', LOCK_FILE))).toBe(false);
+
+    // What the command wrote is what the next server serves.
+    const again = await spawnServer({ cwd, env: { REGISTRY_REFRESH_MS: '200' } });
+    try {
+      await again.waitForReady(180_000);
+      await waitForKey(again, organizations[0]?.apiKey ?? '');
+    } finally {
+      expect(await again.stop()).toBe(0);
+    }
+  }, 400_000);
+});
