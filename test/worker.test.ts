@@ -134,6 +134,7 @@ describe('the Worker in workerd', () => {
     }
     expect((await booted.dispatchFetch('http://worker/livez', { method: 'HEAD' })).status).toBe(200);
     expect((await failed.dispatchFetch('http://worker/livez', { method: 'OPTIONS' })).status).toBe(200);
+    expect((await failed.dispatchFetch('http://worker/livez', { method: 'HEAD' })).status).toBe(200);
     expect((await booted.dispatchFetch('http://worker/readyz', { method: 'OPTIONS' })).status).toBe(200);
     expect((await failed.dispatchFetch('http://worker/readyz', { method: 'OPTIONS' })).status).toBe(503);
   });

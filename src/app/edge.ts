@@ -75,8 +75,8 @@ interface Invocation {
 
 const BOOT_RETRY_MS = [1000, 5000, 30_000];
 
-const live = () =>
-  new Response(JSON.stringify({ status: 'ok' }), {
+const live = (method: string) =>
+  new Response(method === 'HEAD' ? null : JSON.stringify({ status: 'ok' }), {
     headers: { 'content-type': 'application/json', 'cache-control': 'no-store' },
   });
 
@@ -186,7 +186,7 @@ export function createWorkerHandlers() {
   ): Promise<Response> => {
     // Liveness first, as on Node and Bun: no id, no context, no boot.
     const path = new URL(request.url).pathname;
-    if ((request.method === 'GET' || request.method === 'OPTIONS') && LIVENESS_PATHS.has(path)) return live();
+    if (isProbeMethod(request.method) && LIVENESS_PATHS.has(path)) return live(request.method);
     const requestId = requestIdFrom(request.headers);
     return withLogContext({ request_id: requestId }, async () => {
       // A wrong method on liveness is answered without a boot, as liveness itself is.
