@@ -5,9 +5,10 @@ import type { Logger } from '../log.js';
 // Node's HTTP server keeps every connection a client opens until the client closes it. This guard
 // (1) closes a connection that sits idle (no request in flight, no byte either way) for the idle
 // timeout, and (2) keeps the number of open connections under a cap: at the cap a new connection
-// closes the least recently active idle one, so a probe still gets in while idle sockets pile up;
-// only when every connection has a request in flight is the new one refused. Both are logged,
-// at most one line per LOG_WINDOW_MS with counts.
+// closes the oldest idle one, so a probe still gets in while idle sockets pile up; only when every
+// connection has a request in flight is the new one refused. Both are logged, at most one line per
+// LOG_WINDOW_MS with counts. It costs nothing per request (liveness is answered thousands of times a
+// second): the work is per connection, and idleness is only looked up when a decision is due.
 //
 // Why not `server.maxConnections`: at the cap it drops the *new* connection (net.Server 'drop'), so
 // 1,000 idle sockets would lock out the load balancer's health check, which is the failure to fix.
@@ -28,9 +29,8 @@ export interface ConnectionGuard {
 
 export function guardConnections(server: Server, options: ConnectionGuardOptions): ConnectionGuard {
   const { max, log } = options;
-  // Insertion order is activity order: a connection moves to the end whenever a response finishes,
-  // so the first idle entry is the one that has waited longest.
-  const connections = new Map<Socket, { inFlight: number }>();
+  // Insertion order is connection order: the first idle entry is the oldest idle connection.
+  const connections = new Set<Socket>();
 
   let counts = { closedIdle: 0, refused: 0, acceptErrors: 0 };
   let lastAcceptError: string | undefined;
@@ -72,22 +72,8 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
         return;
       }
     }
-    connections.set(socket, { inFlight: 0 });
+    connections.add(socket);
     socket.once('close', () => connections.delete(socket));
-  });
-
-  server.on('request', (req, res) => {
-    const socket = req.socket;
-    const state = connections.get(socket);
-    if (!state) return;
-    state.inFlight += 1;
-    res.once('close', () => {
-      state.inFlight -= 1;
-      if (state.inFlight === 0 && connections.has(socket)) {
-        connections.delete(socket);
-        connections.set(socket, state);
-      }
-    });
   });
 
   // The socket timeout fires after idleTimeoutMs without a byte either way. With a listener here Node
@@ -95,7 +81,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
   // flight, so a slow but legitimate answer (a readiness probe bounded by PROBE_TIMEOUT_MS) is not cut.
   server.setTimeout(options.idleTimeoutMs);
   server.on('timeout', (socket: Socket) => {
-    if ((connections.get(socket)?.inFlight ?? 0) === 0) socket.destroy();
+    if (isIdle(socket)) socket.destroy();
   });
 
   // accept() failing (EMFILE when something else took the descriptors) is emitted as a server error;
@@ -106,7 +92,7 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
   });
 
   function firstIdle(): Socket | undefined {
-    for (const [socket, state] of connections) if (state.inFlight === 0) return socket;
+    for (const socket of connections) if (isIdle(socket)) return socket;
     return undefined;
   }
 
@@ -115,4 +101,15 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
       return connections.size;
     },
   };
+}
+
+/**
+ * No response in progress on the socket. Node's HTTP server sets `socket._httpMessage` to the
+ * ServerResponse when a request's headers are in (`res.assignSocket`, lib/_http_server.js) and clears
+ * it when the response is done (`detachSocket`), pipelined requests included (they queue behind it).
+ * A private field, checked on Node 20 and 24 by test/idle-sockets.test.ts (a slow request survives
+ * the idle timeout; idle sockets are shed at the cap).
+ */
+function isIdle(socket: Socket): boolean {
+  return !(socket as Socket & { _httpMessage?: unknown })._httpMessage;
 }
