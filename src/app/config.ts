@@ -1,4 +1,4 @@
-import { object, string } from 'zod';
+import { _default, object, optional, pipe, refine, string, superRefine, transform } from 'zod/mini';
 import { type Env, int, parseEnv } from '../platform/config.js';
 import { DEFAULT_XERO_SCOPES, missingInvoiceScope } from './xero/scopes.js';
 
@@ -26,60 +26,63 @@ export interface XeroConfig {
 }
 
 const httpUrl = (fallback: string) =>
-  string()
-    .optional()
-    .default(fallback)
-    .refine((v) => /^https?:\/\//.test(v) && URL.canParse(v), { message: 'must be an http(s) URL' })
-    .transform((v) => v.replace(/\/+$/, ''));
+  pipe(
+    _default(optional(string()), fallback).check(
+      refine((v) => /^https?:\/\//.test(v) && URL.canParse(v), { message: 'must be an http(s) URL' }),
+    ),
+    transform((v: string) => v.replace(/\/+$/, '')),
+  );
 
-const base64Key = string()
-  .optional()
-  .refine((v) => v === undefined || /^[A-Za-z0-9+/]{43}=$/.test(v), {
+const base64Key = optional(string()).check(
+  refine((v) => v === undefined || /^[A-Za-z0-9+/]{43}=$/.test(v), {
     message: 'must be 32 bytes, base64-encoded (openssl rand -base64 32)',
-  });
+  }),
+);
 
 const schema = object({
-  DATABASE_URL: string().optional(),
+  DATABASE_URL: optional(string()),
   TOKEN_ENCRYPTION_KEY: base64Key,
   XERO_API_URL: httpUrl('https://api.xero.com'),
   XERO_IDENTITY_URL: httpUrl('https://identity.xero.com'),
   XERO_AUTHORIZE_URL: httpUrl('https://login.xero.com/identity/connect/authorize'),
   XERO_REDIRECT_URI: httpUrl('http://localhost:8080/connect/xero/callback'),
-  XERO_SCOPES: string().optional().default(DEFAULT_XERO_SCOPES),
-  XERO_CLIENT_ID: string().optional(),
-  XERO_CLIENT_SECRET: string().optional(),
+  XERO_SCOPES: _default(optional(string()), DEFAULT_XERO_SCOPES),
+  XERO_CLIENT_ID: optional(string()),
+  XERO_CLIENT_SECRET: optional(string()),
   XERO_TIMEOUT_MS: int(100, 120_000, 10_000),
   TICK_INTERVAL_MS: int(100, 3_600_000, 60_000),
   PUSH_MAX_ATTEMPTS: int(1, 1000, 12),
   PUSH_BATCH_SIZE: int(1, 1000, 50),
   PUSH_BACKOFF_BASE_MS: int(10, 3_600_000, 30_000),
   PUSH_BACKOFF_MAX_MS: int(10, 86_400_000, 3_600_000),
-}).superRefine((e, ctx) => {
-  // A real database holds real tokens: they are only ever encrypted with a key the operator owns.
-  const embedded = e.DATABASE_URL === undefined || e.DATABASE_URL === 'memory://';
-  if (!embedded && e.TOKEN_ENCRYPTION_KEY === undefined) {
-    ctx.addIssue({
-      code: 'custom',
-      path: ['TOKEN_ENCRYPTION_KEY'],
-      message: 'is required when DATABASE_URL is set',
-    });
-  }
-  if ((e.XERO_CLIENT_ID === undefined) !== (e.XERO_CLIENT_SECRET === undefined)) {
-    ctx.addIssue({
-      code: 'custom',
-      path: ['XERO_CLIENT_SECRET'],
-      message: 'must be set together with XERO_CLIENT_ID',
-    });
-  }
-  const scopes = e.XERO_SCOPES.split(/\s+/);
-  if (!scopes.includes('offline_access') || missingInvoiceScope(e.XERO_SCOPES)) {
-    ctx.addIssue({
-      code: 'custom',
-      path: ['XERO_SCOPES'],
-      message: 'must include offline_access and accounting.invoices (or accounting.transactions)',
-    });
-  }
-});
+}).check(
+  superRefine((e, ctx) => {
+    // A real database holds real tokens: they are only ever encrypted with a key the operator owns.
+    const embedded = e.DATABASE_URL === undefined || e.DATABASE_URL === 'memory://';
+    if (!embedded && e.TOKEN_ENCRYPTION_KEY === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['TOKEN_ENCRYPTION_KEY'],
+        message: 'is required when DATABASE_URL is set',
+      });
+    }
+    if ((e.XERO_CLIENT_ID === undefined) !== (e.XERO_CLIENT_SECRET === undefined)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['XERO_CLIENT_SECRET'],
+        message: 'must be set together with XERO_CLIENT_ID',
+      });
+    }
+    const scopes = e.XERO_SCOPES.split(/\s+/);
+    if (!scopes.includes('offline_access') || missingInvoiceScope(e.XERO_SCOPES)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['XERO_SCOPES'],
+        message: 'must include offline_access and accounting.invoices (or accounting.transactions)',
+      });
+    }
+  }),
+);
 
 export function loadAppConfig(env: Env): AppConfig {
   const e = parseEnv(schema, env);

@@ -1,5 +1,17 @@
-import { NEVER, object, type output, string, type ZodType, enum as zenum } from 'zod';
+import {
+  _default,
+  object,
+  optional,
+  type output,
+  pipe,
+  refine,
+  string,
+  transform,
+  type ZodMiniType,
+  enum as zenum,
+} from 'zod/mini';
 import type { LogLevel } from './log.js';
+import { validate } from './validate.js';
 
 // Environment -> typed configuration. Every bad variable is reported in one message, and messages
 // never include the value: a mistyped DATABASE_URL still holds a password.
@@ -34,42 +46,48 @@ export type DatabasePooler = (typeof DATABASE_POOLERS)[number];
 
 export const DEFAULT_PGLITE_DIR = '.data/pglite';
 
+/** A whole number from `min` to `max` given as decimal digits, `fallback` when unset. */
 export const int = (min: number, max: number, fallback: number) =>
-  string()
-    .optional()
-    .transform((v, ctx) => {
-      if (v === undefined) return fallback;
-      const n = /^\d+$/.test(v) ? Number(v) : Number.NaN;
-      if (!Number.isSafeInteger(n) || n < min || n > max) {
-        ctx.addIssue({ code: 'custom', message: `must be an integer from ${min} to ${max}` });
-        return NEVER;
-      }
-      return n;
-    });
+  pipe(
+    optional(string()).check(
+      // abort: a bad number stops the object's cross-field checks, as classic zod's transform did.
+      refine((v) => v === undefined || isIntegerIn(v, min, max), {
+        message: `must be an integer from ${min} to ${max}`,
+        abort: true,
+      }),
+    ),
+    // Runs only when the check passed: a pipe stops at its first failing side.
+    transform((v: string | undefined) => (v === undefined ? fallback : Number(v))),
+  );
+
+const isIntegerIn = (v: string, min: number, max: number) => {
+  const n = /^\d+$/.test(v) ? Number(v) : Number.NaN;
+  return Number.isSafeInteger(n) && n >= min && n <= max;
+};
 
 const isPostgresUrl = (v: string) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v);
 
-const databaseUrl = string()
-  .optional()
-  .refine((v) => v === undefined || v === 'memory://' || isPostgresUrl(v), {
+const databaseUrl = optional(string()).check(
+  refine((v) => v === undefined || v === 'memory://' || isPostgresUrl(v), {
     message: 'must be unset, memory:// or a postgres:// URL',
-  });
+  }),
+);
 
-const localProxyUrl = string()
-  .optional()
-  .refine((v) => v === undefined || (/^https?:\/\//.test(v) && URL.canParse(v)), {
+const localProxyUrl = optional(string()).check(
+  refine((v) => v === undefined || (/^https?:\/\//.test(v) && URL.canParse(v)), {
     message: 'must be an http:// URL of the local Neon proxy',
-  });
+  }),
+);
+
+/** One of `values`, `fallback` when unset. */
+const oneOf = <const T extends readonly [string, ...string[]]>(values: T, fallback: T[number]) =>
+  _default(optional(zenum(values, { error: () => `must be one of ${values.join(', ')}` })), fallback);
 
 const envSchema = object({
   PORT: int(0, 65535, 8080),
-  HOST: string().optional().default('0.0.0.0'),
+  HOST: _default(optional(string()), '0.0.0.0'),
   DATABASE_URL: databaseUrl,
-  DATABASE_DRIVER: zenum(['auto', ...DATABASE_DRIVERS], {
-    error: () => 'must be one of auto, pglite, pg, neon-http, neon-ws',
-  })
-    .optional()
-    .default('auto'),
+  DATABASE_DRIVER: oneOf(['auto', ...DATABASE_DRIVERS], 'auto'),
   NEON_LOCAL_PROXY: localProxyUrl,
   POOL_MAX: int(1, 1000, 10),
   POOL_MAX_LIFETIME_S: int(1, 86_400, 300),
@@ -78,16 +96,10 @@ const envSchema = object({
   SHUTDOWN_DELAY_MS: int(0, 600_000, 0),
   REGISTRY_REFRESH_MS: int(100, 3_600_000, 5000),
   MIGRATION_LOCK_TIMEOUT_MS: int(0, 3_600_000, 120_000),
-  DATABASE_POOLER: zenum(DATABASE_POOLERS, { error: () => 'must be one of auto, session, transaction' })
-    .optional()
-    .default('auto'),
-  LOG_LEVEL: zenum(['debug', 'info', 'warn', 'error'], {
-    error: () => 'must be one of debug, info, warn, error',
-  })
-    .optional()
-    .default('info'),
+  DATABASE_POOLER: oneOf(DATABASE_POOLERS, 'auto'),
+  LOG_LEVEL: oneOf(['debug', 'info', 'warn', 'error'], 'info'),
   // A malformed DSN is not a configuration error: error tracking is advisory and its boot step warns.
-  SENTRY_DSN: string().optional(),
+  SENTRY_DSN: optional(string()),
 });
 
 export class ConfigError extends Error {
@@ -100,10 +112,10 @@ export class ConfigError extends Error {
 export type Env = Record<string, string | undefined>;
 
 /** Parses the environment with a zod object schema; every problem lands in one ConfigError. */
-export function parseEnv<S extends ZodType>(schema: S, env: Env): output<S> {
+export function parseEnv<S extends ZodMiniType>(schema: S, env: Env): output<S> {
   // An empty variable means unset: container platforms often export `FOO=` for absent values.
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
-  const parsed = schema.safeParse(present);
+  const parsed = validate(schema, present);
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`));
   }

@@ -1,11 +1,12 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { Hono } from 'hono';
-import { uuid } from 'zod';
+import { uuid } from 'zod/mini';
 import type { DatabaseHandle } from '../../platform/db/handle.js';
 import { withPoisonRetry } from '../../platform/db/poison-retry.js';
 import type { Database } from '../../platform/db/types.js';
 import type { Logger } from '../../platform/log.js';
 import type { SecretBox } from '../../platform/secret-box.js';
+import { validate } from '../../platform/validate.js';
 import type { AuthEnv } from '../auth.js';
 import { ApiError, errorBody } from '../errors.js';
 import { invoicePushes, xeroConnections, xeroGrants } from '../schema.js';
@@ -54,7 +55,7 @@ export function connectionRoutes({ database, xero, box, log }: ConnectionRoutesD
   routes.delete('/:id', async (c) => {
     const id = c.req.param('id');
     const organization = c.get('organization');
-    if (!uuid().safeParse(id).success) throw new ApiError(404, 'not_found', 'no such connection');
+    if (!validate(uuid(), id).success) throw new ApiError(404, 'not_found', 'no such connection');
     const removed = await run(async (db) => {
       const [row] = await db
         .delete(xeroConnections)

@@ -1,4 +1,16 @@
-import { array, type infer as Infer, iso, strictObject, string, type ZodError } from 'zod';
+import {
+  array,
+  type core,
+  type infer as Infer,
+  iso,
+  maxLength,
+  minLength,
+  optional,
+  refine,
+  regex,
+  strictObject,
+  string,
+} from 'zod/mini';
 import type { FieldError } from '../errors.js';
 
 // The invoice a client submits. Amounts are decimal strings (never floats: 0.1 + 0.2 is not money),
@@ -13,9 +25,11 @@ const MAX_LINE_ITEMS = 500;
  * exactly the JSON number Xero's `type: number, format: double` carries.
  */
 export const DECIMAL_LIMITS = { integerDigits: 11, places: 4 } as const;
-const decimal = string().regex(
-  /^(0|[1-9]\d{0,10})(\.\d{1,4})?$/,
-  `must be a non-negative decimal string with at most ${DECIMAL_LIMITS.integerDigits} digits before the point and ${DECIMAL_LIMITS.places} after it, e.g. "12.50"`,
+const decimal = string().check(
+  regex(
+    /^(0|[1-9]\d{0,10})(\.\d{1,4})?$/,
+    `must be a non-negative decimal string with at most ${DECIMAL_LIMITS.integerDigits} digits before the point and ${DECIMAL_LIMITS.places} after it, e.g. "12.50"`,
+  ),
 );
 
 /**
@@ -29,15 +43,16 @@ export function isCurrencyCode(code: string): boolean {
 }
 
 const text = (max: number) =>
-  string()
-    .min(1, 'must not be empty')
-    .max(max, `must be at most ${max} characters`)
+  string().check(
+    minLength(1, 'must not be empty'),
+    maxLength(max, `must be at most ${max} characters`),
     // Control characters break Xero's validation and terminals, and Postgres text cannot hold NUL;
     // tabs and newlines are fine.
-    .refine((s) => !hasControlCharacter(s), 'must not contain control characters')
+    refine((s) => !hasControlCharacter(s), 'must not contain control characters'),
     // JSON text may carry a lone surrogate ("\ud800") and JSON.parse accepts it, but it is no
     // character: Postgres refuses it in jsonb (22P02) and Xero could not store it either.
-    .refine(isWellFormed, 'must be well-formed Unicode (no lone surrogates)');
+    refine(isWellFormed, 'must be well-formed Unicode (no lone surrogates)'),
+  );
 
 // String.prototype.isWellFormed (ES2024) is in Node 20+, Bun and workerd; TypeScript's ES2023 lib
 // does not declare it yet.
@@ -58,32 +73,37 @@ export const lineItemInput = strictObject({
   description: text(4000),
   quantity: decimal,
   unitAmount: decimal,
-  accountCode: text(10).optional(),
+  accountCode: optional(text(10)),
 });
 
 export const invoiceInput = strictObject({
   // Xero rejects a contact without a name; blank after trimming is no name (and Xero trims).
   contact: strictObject({
-    name: text(255).refine((n) => n.trim() !== '', 'must not be blank'),
+    name: text(255).check(refine((n) => n.trim() !== '', 'must not be blank')),
   }),
-  lineItems: array(lineItemInput)
-    .min(1, 'must have at least one line item')
-    .max(MAX_LINE_ITEMS, `must have at most ${MAX_LINE_ITEMS} line items`),
-  date: calendarDate,
-  dueDate: calendarDate.optional(),
-  currency: string().refine(
-    (c) => /^[A-Z]{3}$/.test(c) && isCurrencyCode(c),
-    'must be an ISO 4217 currency code such as "NZD"',
+  lineItems: array(lineItemInput).check(
+    minLength(1, 'must have at least one line item'),
+    maxLength(MAX_LINE_ITEMS, `must have at most ${MAX_LINE_ITEMS} line items`),
   ),
-  reference: text(255).optional(),
-}).refine((i) => i.dueDate === undefined || i.dueDate >= i.date, {
-  message: 'must not be before date',
-  path: ['dueDate'],
-});
+  date: calendarDate,
+  dueDate: optional(calendarDate),
+  currency: string().check(
+    refine(
+      (c) => /^[A-Z]{3}$/.test(c) && isCurrencyCode(c),
+      'must be an ISO 4217 currency code such as "NZD"',
+    ),
+  ),
+  reference: optional(text(255)),
+}).check(
+  refine((i) => i.dueDate === undefined || i.dueDate >= i.date, {
+    message: 'must not be before date',
+    path: ['dueDate'],
+  }),
+);
 
 export type InvoiceInput = Infer<typeof invoiceInput>;
 
-export function fieldErrors(error: ZodError): FieldError[] {
+export function fieldErrors(error: core.$ZodError): FieldError[] {
   return error.issues.map((issue) => {
     const path = issue.path.map(String).join('.') || '(body)';
     if (issue.code === 'unrecognized_keys') {
@@ -97,4 +117,4 @@ export function fieldErrors(error: ZodError): FieldError[] {
 }
 
 /** Idempotency-Key: 1 to 128 visible ASCII characters (no spaces or control characters). */
-export const idempotencyKey = string().regex(/^[\x21-\x7e]{1,128}$/);
+export const idempotencyKey = string().check(regex(/^[\x21-\x7e]{1,128}$/));

@@ -1,10 +1,11 @@
 import { Hono } from 'hono';
-import { coerce, strictObject, string, uuid, enum as zenum } from 'zod';
+import { coerce, int, maximum, minimum, optional, strictObject, string, uuid, enum as zenum } from 'zod/mini';
 import type { DatabaseHandle } from '../../platform/db/handle.js';
 import { withPoisonRetry } from '../../platform/db/poison-retry.js';
 import type { Database } from '../../platform/db/types.js';
 import type { Logger } from '../../platform/log.js';
 import { sha256Hex } from '../../platform/sha256.js';
+import { validate } from '../../platform/validate.js';
 import type { AuthEnv } from '../auth.js';
 import { limitBodySize } from '../body-size.js';
 import { ApiError, errorBody } from '../errors.js';
@@ -39,7 +40,7 @@ export function invoiceRoutes({ database, log, onQueued }: InvoiceRoutesDeps) {
     ),
     async (c) => {
       const key = c.req.header('idempotency-key');
-      if (key === undefined || !idempotencyKey.safeParse(key).success) {
+      if (key === undefined || !validate(idempotencyKey, key).success) {
         throw new ApiError(
           400,
           'invalid_idempotency_key',
@@ -62,7 +63,7 @@ export function invoiceRoutes({ database, log, onQueued }: InvoiceRoutesDeps) {
       } catch {
         throw new ApiError(400, 'malformed_json', 'the body is not valid JSON');
       }
-      const parsed = invoiceInput.safeParse(body);
+      const parsed = validate(invoiceInput, body);
       if (!parsed.success) {
         throw new ApiError(422, 'validation_failed', 'the invoice is not valid', fieldErrors(parsed.error));
       }
@@ -85,7 +86,7 @@ export function invoiceRoutes({ database, log, onQueued }: InvoiceRoutesDeps) {
   routes.get('/:id', async (c) => {
     const id = c.req.param('id');
     const organization = c.get('organization');
-    const push = uuid().safeParse(id).success
+    const push = validate(uuid(), id).success
       ? await run((db) => findPush(db, organization.id, id))
       : undefined;
     if (!push) throw new ApiError(404, 'not_found', 'no such invoice');
@@ -93,18 +94,17 @@ export function invoiceRoutes({ database, log, onQueued }: InvoiceRoutesDeps) {
   });
 
   const listQuery = strictObject({
-    status: zenum(PUSH_STATUSES, { error: () => `must be one of ${PUSH_STATUSES.join(', ')}` }).optional(),
-    cursor: string().optional(),
-    limit: coerce
-      .number({ error: () => `must be an integer from 1 to ${MAX_PAGE}` })
-      .int()
-      .min(1)
-      .max(MAX_PAGE)
-      .optional(),
+    status: optional(zenum(PUSH_STATUSES, { error: () => `must be one of ${PUSH_STATUSES.join(', ')}` })),
+    cursor: optional(string()),
+    limit: optional(
+      coerce
+        .number({ error: () => `must be an integer from 1 to ${MAX_PAGE}` })
+        .check(int(), minimum(1), maximum(MAX_PAGE)),
+    ),
   });
 
   routes.get('/', async (c) => {
-    const parsed = listQuery.safeParse(c.req.query());
+    const parsed = validate(listQuery, c.req.query());
     if (!parsed.success)
       throw new ApiError(400, 'invalid_query', 'the query is not valid', fieldErrors(parsed.error));
     const { status, cursor, limit = DEFAULT_PAGE } = parsed.data;

@@ -1,4 +1,4 @@
-import { object, string } from 'zod';
+import { object, optional, refine, string } from 'zod/mini';
 import { ConfigError, type Env, int, parseEnv } from '../config.js';
 
 // HTTP server limits for the long-lived runtimes (Node, Bun): how long a client may take to send its
@@ -29,14 +29,12 @@ const httpSchema = object({
   HTTP_REQUEST_TIMEOUT_MS: int(1000, 3_600_000, 30_000),
   HTTP_KEEP_ALIVE_TIMEOUT_MS: int(100, 600_000, 5000),
   HTTP_IDLE_TIMEOUT_MS: int(1000, BUN_MAX_IDLE_TIMEOUT_MS, 30_000),
-  HTTP_MAX_CONNECTIONS: string()
-    .optional()
-    .refine(
+  HTTP_MAX_CONNECTIONS: optional(string()).check(
+    refine(
       (v) => v === undefined || v === 'auto' || (/^\d+$/.test(v) && Number(v) >= 1 && Number(v) <= 1_000_000),
-      {
-        message: 'must be auto or an integer from 1 to 1000000',
-      },
+      { message: 'must be auto or an integer from 1 to 1000000' },
     ),
+  ),
 });
 
 export function loadHttpConfig(env: Env): HttpConfig {

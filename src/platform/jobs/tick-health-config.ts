@@ -1,4 +1,4 @@
-import { object } from 'zod';
+import { object } from 'zod/mini';
 import { type Env, int, parseEnv } from '../config.js';
 import { heartbeatVariable } from './heartbeats.js';
 import type { TickHealthPolicy } from './tick-health.js';
