@@ -87,6 +87,8 @@ export function createApp(deps: AppDeps): Hono {
     const reason = err instanceof DatabaseUnavailableError ? err.reason : poisonReason(err);
     if (reason !== undefined || isPoolExhausted(err)) {
       if (reason !== undefined && !(err instanceof DatabaseUnavailableError)) {
+        // Like every other poisoned call: the episode counts it and damps the disposal (episode.ts).
+        database.episodes.sign('poison', reason, 'request');
         void database.dispose(`poison in request: ${reason}`);
       }
       // Info: the failover episode is the warning, once (platform/db/episode.ts); this is one of many.
