@@ -1,4 +1,4 @@
-// Queue benchmark: the invoice push retry tick (src/app/ticks/push-invoices.ts), drained by two
+// Queue benchmark: the invoice push retry tick (src/app/push/tick.ts), drained by two
 // processes, against pg-boss 12 and graphile-worker 0.18 on the same Postgres.
 //   ours, real  — 10,000 due pushes over 200 tenants (50 each), drained by two real servers
 //                 (`node dist/node.js`, the push tick every 100 ms, the configuration's minimum) through

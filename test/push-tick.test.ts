@@ -4,11 +4,11 @@
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type PushTickDeps, pushDueInvoices } from '../src/app/ticks/push-invoices.js';
+import { XERO_BUDGET } from '../src/app/push/budget.js';
+import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { refreshExpiringTokens } from '../src/app/ticks/refresh-tokens.js';
 import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
 import { AccessTokenCache } from '../src/app/xero/connections.js';
-import { TenantLimiter } from '../src/app/xero/tenant-limiter.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
 import type { SecretBox } from '../src/platform/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
@@ -53,7 +53,7 @@ function deps(overrides: Partial<PushTickDeps> = {}): PushTickDeps {
   return {
     xero: createXeroClient(xeroConfigFor(sandbox)),
     box,
-    limiter: new TenantLimiter(),
+    budget: XERO_BUDGET,
     tokens: new AccessTokenCache(),
     owner: 'replica-a',
     maxAttempts: 12,
@@ -95,41 +95,6 @@ const queueMany = async (handle: DatabaseHandle, organizationId: string, prefix:
   for (let i = 0; i < n; i++) ids.push(await queuePush(handle.db, organizationId, `${prefix}-${i}`));
   return ids;
 };
-
-describe('TenantLimiter', () => {
-  it('allows 5 calls in flight per tenant and 60 a minute, and says how long to wait', () => {
-    let now = 1_000_000;
-    const limiter = new TenantLimiter({ concurrent: 5, perMinute: 60 }, () => now);
-    for (let i = 0; i < 5; i++) expect(limiter.tryAcquire('t1')).toBe(0);
-    expect(limiter.tryAcquire('t1')).toBe(100);
-    // Another tenant is not held up by the first one.
-    expect(limiter.tryAcquire('t2')).toBe(0);
-    limiter.release('t1');
-    expect(limiter.tryAcquire('t1')).toBe(0);
-    for (let i = 0; i < 6; i++) limiter.release('t1');
-    for (let i = 0; i < 54; i++) {
-      now += 10;
-      expect(limiter.tryAcquire('t1')).toBe(0);
-      limiter.release('t1');
-    }
-    // 60 calls in the last minute: the first of them leaves the window 60 s after it started.
-    expect(limiter.tryAcquire('t1')).toBe(1_000_000 + 60_000 - now);
-    expect(limiter.exhausted()).toEqual(['t1']);
-    now = 1_000_000 + 60_000;
-    expect(limiter.tryAcquire('t1')).toBe(0);
-  });
-
-  it('forgets tenants idle for a minute', () => {
-    let now = 0;
-    const limiter = new TenantLimiter({ concurrent: 5, perMinute: 1 }, () => now);
-    expect(limiter.tryAcquire('t1')).toBe(0);
-    limiter.release('t1');
-    expect(limiter.exhausted()).toEqual(['t1']);
-    now = 60_001;
-    expect(limiter.exhausted()).toEqual([]);
-    expect(limiter.tryAcquire('t1')).toBe(0);
-  });
-});
 
 describe('push tick, per push', () => {
   it('decrypts an access token once per token version', async () => {
@@ -182,38 +147,34 @@ describe('push tick, per push', () => {
     const latencyBefore = sandbox.state.limiter.limits.latencyMs;
     sandbox.state.setLimits({ latencyMs: 20 });
     try {
+      // The shared budget gives the busy tenant its 5 slots and the quiet one its push, in one claim.
       const result = await pushDueInvoices(handle.db, deps({ xero }));
-      expect(result).toMatchObject({ claimed: 41, pushed: 41, retrying: 0, deferred: 0 });
+      expect(result).toMatchObject({ claimed: 6, pushed: 6, retrying: 0, deferred: 0 });
     } finally {
       sandbox.state.setLimits({ latencyMs: latencyBefore });
     }
     expect(maxInFlight.get(busy.tenantId)).toBe(5);
     // The quiet tenant's push went out with the busy tenant's first five, not after its 40.
     expect(starts.indexOf(quiet.tenantId)).toBeLessThan(6);
-    expect(sandbox.state.statsSnapshot().invoicesCreated[busy.tenantId]).toBe(40);
+    expect(sandbox.state.statsSnapshot().invoicesCreated[busy.tenantId]).toBe(5);
   });
 
-  it('leaves a tenant whose minute is used up for later, and claims other tenants instead', async () => {
+  it('leaves a tenant whose minute is used up unclaimed (no attempt spent), and claims other tenants', async () => {
     const { url, handle } = await database();
     const full = await connectedOrganization(handle.db, box, sandbox, 'Full Minute Co');
     const other = await connectedOrganization(handle.db, box, sandbox, 'Other Co');
     const fullIds = await queueMany(handle, full.org.id, 'full', 5);
-    const otherId = await queuePush(handle.db, other.org.id, 'other-1');
-    const run = deps({ limiter: new TenantLimiter({ concurrent: 5, perMinute: 2 }), batchSize: 3 });
+    const run = deps({ budget: { ...XERO_BUDGET, perMinute: 2 }, batchSize: 3 });
 
-    // Three claimed, two sent; the third waits for the tenant's minute, not for a retry every second.
-    expect(await pushDueInvoices(handle.db, run)).toMatchObject({ claimed: 3, pushed: 2, deferred: 1 });
-    const deferred = await pushRow(url, fullIds[2] as string);
-    expect(deferred).toMatchObject({ status: 'queued', attempts: 0, lease_owner: null });
-    const wait = new Date(deferred.next_attempt_at).getTime() - Date.now();
-    expect(wait).toBeGreaterThan(50_000);
-    expect(wait).toBeLessThanOrEqual(61_000);
+    // The tenant's minute allows two: two claimed and sent, the other three not even claimed.
+    expect(await pushDueInvoices(handle.db, run)).toMatchObject({ claimed: 2, pushed: 2, deferred: 0 });
+    for (const id of fullIds.slice(2))
+      expect(await pushRow(url, id)).toMatchObject({ status: 'queued', attempts: 0, lease_owner: null });
 
     // The next claim passes over the tenant's due pushes (older) to the other tenant's.
+    const otherId = await queuePush(handle.db, other.org.id, 'other-1');
     expect(await pushDueInvoices(handle.db, run)).toMatchObject({ claimed: 1, pushed: 1 });
     expect(await pushRow(url, otherId)).toMatchObject({ status: 'pushed' });
-    for (const id of fullIds.slice(3))
-      expect(await pushRow(url, id)).toMatchObject({ status: 'queued', attempts: 0, lease_owner: null });
     expect(await pushDueInvoices(handle.db, run)).toMatchObject({ claimed: 0 });
   });
 

@@ -6,15 +6,15 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AuthEnv } from '../src/app/auth.js';
 import { connectionRoutes } from '../src/app/connections/routes.js';
+import { XERO_BUDGET } from '../src/app/push/budget.js';
+import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import type { Organization } from '../src/app/registry.js';
-import { type PushTickDeps, pushDueInvoices } from '../src/app/ticks/push-invoices.js';
 import {
   CredentialsState,
   type RefreshTickDeps,
   refreshExpiringTokens,
 } from '../src/app/ticks/refresh-tokens.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import { TenantLimiter } from '../src/app/xero/tenant-limiter.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
 import type { SecretBox } from '../src/platform/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
@@ -52,7 +52,10 @@ afterAll(async () => {
 });
 afterEach(async () => {
   // Signals are app-wide state: no test leaves a pause or a parked tenant behind for the next one.
-  await handle.db.execute(sql`DELETE FROM xero_app_limits`);
+  // (Reset, not deleted: migration 0006 creates the row every claim locks first.)
+  await handle.db.execute(
+    sql`UPDATE xero_app_limits SET app_min_remaining = NULL, paused_until = NULL, budget_minute = '{}'`,
+  );
   await handle.db.execute(
     sql`UPDATE invoice_pushes SET status = 'dead' WHERE status IN ('queued', 'failed')`,
   );
@@ -67,8 +70,7 @@ function pushDeps(overrides: Partial<PushTickDeps> = {}): PushTickDeps {
   return {
     xero: createXeroClient(xeroConfigFor(sandbox)),
     box,
-    // A fresh limiter per tick, as another replica has: only what is stored in Postgres carries over.
-    limiter: new TenantLimiter(),
+    budget: XERO_BUDGET,
     owner: 'replica-a',
     maxAttempts: 12,
     batchSize: 50,

@@ -5,11 +5,11 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../src/app/migrations.gen.js';
 import { createOrganization } from '../src/app/organizations.js';
-import { pushDueInvoices } from '../src/app/ticks/push-invoices.js';
+import { XERO_BUDGET } from '../src/app/push/budget.js';
+import { pushDueInvoices } from '../src/app/push/tick.js';
 import { refreshExpiringTokens } from '../src/app/ticks/refresh-tokens.js';
 import { createXeroClient } from '../src/app/xero/client.js';
 import { AccessTokenCache, accessTokens } from '../src/app/xero/connections.js';
-import { TenantLimiter } from '../src/app/xero/tenant-limiter.js';
 import { loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { DatabaseHandle } from '../src/platform/db/handle.js';
@@ -109,7 +109,7 @@ describe('migration 0005 (xero_grants)', () => {
         const pushed = await pushDueInvoices(handle.db, {
           xero,
           box,
-          limiter: new TenantLimiter(),
+          budget: XERO_BUDGET,
           owner: 'after-migration',
           maxAttempts: 12,
           batchSize: 50,

@@ -1,18 +1,19 @@
 // Our queue without Xero, in a child process of bench/queue.ts. Each `go` ticks back to back until a
 // claim comes back empty, in one of two modes:
 //   real    — the real pushDueInvoices (the claim statement with its connection join, the access
-//             tokens from the process's cache, the tenant limiter, toXeroInvoice, one fenced settle
-//             statement per batch) with a Xero client that answers `ok` at once. The limiter keeps
-//             Xero's 5 in flight per tenant; its 60 a minute is lifted (its bookkeeping still runs),
-//             because the rounds send the same 200 tenants 50 pushes each several times a minute.
+//             tokens from the process's cache, the shared budget, toXeroInvoice, one fenced settle
+//             statement per batch) with a Xero client that answers `ok` at once. The budget keeps
+//             Xero's 5 in flight per tenant; its minute, day and app limits are lifted (the bookkeeping
+//             still runs), because the rounds send the same 200 tenants 50 pushes each several times a
+//             minute.
 //   batched — a what-if, not our code: the same claim statement, then one fenced UPDATE by id for the
 //             whole batch (no tokens, no limiter, no per-push outcome): the floor our statements allow.
 
-import { type PushTickDeps, pushDueInvoices } from '../../src/app/ticks/push-invoices.js';
-import { claimPushes } from '../../src/app/ticks/push-statements.js';
+import { XERO_BUDGET } from '../../src/app/push/budget.js';
+import { claimPushes } from '../../src/app/push/claim.js';
+import { type PushTickDeps, pushDueInvoices } from '../../src/app/push/tick.js';
 import type { XeroClient } from '../../src/app/xero/client.js';
 import { AccessTokenCache } from '../../src/app/xero/connections.js';
-import { TenantLimiter, XERO_LIMITS } from '../../src/app/xero/tenant-limiter.js';
 import type { DatabaseHandle } from '../../src/platform/db/handle.js';
 import { createLogger } from '../../src/platform/log.js';
 import { openDatabase, testBox } from '../../test/support/ticks.js';
@@ -39,8 +40,15 @@ const SETTLE_ALL = `
     "lease_owner" = null, "lease_expires_at" = null, "updated_at" = now()
   where "id" = any($1::uuid[]) and "lease_owner" = $2`;
 
+const LIFTED = { ...XERO_BUDGET, perMinute: 1e9, perDay: 1e9, appPerMinute: 1e9 };
+
 async function batchedTick(handle: DatabaseHandle, owner: string, batchSize: number): Promise<number> {
-  const claimed = await claimPushes(handle.db, { owner, leaseMs: 60_000, batchSize, skipTenants: [] });
+  const { pushes: claimed } = await claimPushes(handle.db, {
+    owner,
+    leaseMs: 60_000,
+    batchSize,
+    budget: LIFTED,
+  });
   if (claimed.length > 0) await handle.pool.query(SETTLE_ALL, [claimed.map((r) => r.id), owner]);
   return claimed.length;
 }
@@ -51,7 +59,7 @@ await serve(
     const deps: PushTickDeps = {
       xero: noopXero,
       box: await testBox(),
-      limiter: new TenantLimiter({ concurrent: XERO_LIMITS.concurrent, perMinute: Number.POSITIVE_INFINITY }),
+      budget: LIFTED,
       // Kept across runs, as the server keeps it across ticks.
       tokens: new AccessTokenCache(),
       owner: config.owner,

@@ -1,5 +1,6 @@
 import { _default, object, optional, pipe, refine, string, superRefine, transform } from 'zod/mini';
 import { type Env, int, parseEnv } from '../platform/config.js';
+import { XERO_BUDGET, type XeroBudget } from './push/budget.js';
 import { DEFAULT_XERO_SCOPES, missingInvoiceScope } from './xero/scopes.js';
 
 export interface AppConfig {
@@ -10,6 +11,8 @@ export interface AppConfig {
   pushMaxAttempts: number;
   pushBatchSize: number;
   backoff: { baseMs: number; maxMs: number };
+  /** Xero's limits, shared by every replica through Postgres; windows shortened only by test settings. */
+  xeroBudget: XeroBudget;
 }
 
 export interface XeroConfig {
@@ -55,6 +58,10 @@ const schema = object({
   PUSH_BATCH_SIZE: int(1, 1000, 50),
   PUSH_BACKOFF_BASE_MS: int(10, 3_600_000, 30_000),
   PUSH_BACKOFF_MAX_MS: int(10, 86_400_000, 3_600_000),
+  // Tests and benchmarks only: shorter windows for Xero's minute and day (the sandbox shortened alike).
+  // Production leaves them unset and counts Xero's real 60 s and 24 h.
+  XERO_BUDGET_TEST_MINUTE_MS: int(100, 60_000, 60_000),
+  XERO_BUDGET_TEST_DAY_MS: int(1000, 86_400_000, 86_400_000),
 }).check(
   superRefine((e, ctx) => {
     // A real database holds real tokens: they are only ever encrypted with a key the operator owns.
@@ -102,5 +109,6 @@ export function loadAppConfig(env: Env): AppConfig {
     pushMaxAttempts: e.PUSH_MAX_ATTEMPTS,
     pushBatchSize: e.PUSH_BATCH_SIZE,
     backoff: { baseMs: e.PUSH_BACKOFF_BASE_MS, maxMs: e.PUSH_BACKOFF_MAX_MS },
+    xeroBudget: { ...XERO_BUDGET, minuteMs: e.XERO_BUDGET_TEST_MINUTE_MS, dayMs: e.XERO_BUDGET_TEST_DAY_MS },
   };
 }

@@ -81,8 +81,24 @@ export const migrations: Migration[] = [
       "ALTER TABLE \"xero_connections\" DROP COLUMN \"refresh_started_at\";",
       "ALTER TABLE \"xero_connections\" DROP COLUMN \"refresh_started_version\";"
     ]
+  },
+  {
+    "tag": "0006_xero_budget",
+    "hash": "132cf1b6b648b81ecb228f65528057115f9a61539f11a5dd276452c834881854",
+    "createdAt": 1796118350448,
+    "statements": [
+      "ALTER TABLE \"xero_app_limits\" ADD COLUMN \"budget_minute\" timestamp with time zone[] DEFAULT '{}' NOT NULL;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"budget_slots\" timestamp with time zone[] DEFAULT '{}' NOT NULL;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"budget_minute\" timestamp with time zone[] DEFAULT '{}' NOT NULL;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"budget_day\" timestamp with time zone[] DEFAULT '{}' NOT NULL;",
+      "CREATE INDEX \"invoice_pushes_connection_due_idx\" ON \"invoice_pushes\" USING btree (\"connection_id\",\"next_attempt_at\") WHERE \"invoice_pushes\".\"status\" in ('queued', 'failed');",
+      "-- Hand-written (issue 13): the app-wide row every claim locks first, so budget statements on several\n-- connection rows never deadlock, and the array helpers the budget statements share.\nINSERT INTO \"xero_app_limits\" (\"id\") VALUES ('app') ON CONFLICT (\"id\") DO NOTHING;",
+      "CREATE OR REPLACE FUNCTION xero_budget_live(stamps timestamptz[], since timestamptz) RETURNS timestamptz[]\n\tLANGUAGE sql IMMUTABLE AS $$ SELECT coalesce(array_agg(s ORDER BY s), '{}') FROM unnest(stamps) AS s WHERE s > since $$;",
+      "CREATE OR REPLACE FUNCTION xero_budget_add(stamps timestamptz[], at timestamptz, n integer) RETURNS timestamptz[]\n\tLANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN n > 0 THEN stamps || array_fill(at, ARRAY[n]) ELSE stamps END $$;",
+      "CREATE OR REPLACE FUNCTION xero_budget_remove(stamps timestamptz[], stamp_us bigint, n integer) RETURNS timestamptz[]\n\tLANGUAGE sql IMMUTABLE AS $$\n\tSELECT coalesce(array_agg(s ORDER BY s), '{}') FROM (\n\t\tSELECT s, row_number() OVER (PARTITION BY (extract(epoch FROM s) * 1000000)::bigint = stamp_us) AS k\n\t\tFROM unnest(stamps) AS s) t\n\tWHERE (extract(epoch FROM s) * 1000000)::bigint <> stamp_us OR k > n $$;"
+    ]
   }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestMigrationAt = 1796117184085;
+export const latestMigrationAt = 1796118350448;

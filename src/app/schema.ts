@@ -81,6 +81,12 @@ export const xeroConnections = pgTable(
     limitsSeenAt: timestamp('limits_seen_at', { withTimezone: true }),
     // A 429 with X-Rate-Limit-Problem: day parks the tenant until Xero's Retry-After says it resets.
     parkedUntil: timestamp('parked_until', { withTimezone: true }),
+    // The shared budget (docs/xero-budget.md), kept on the row the claim locks so every replica and
+    // isolate counts against the same numbers: one element per call in flight (its lease expiry), and
+    // one per call started in the tenant's rolling minute and day (when it was claimed).
+    budgetSlots: timestamp('budget_slots', { withTimezone: true }).array().notNull().default(sql`'{}'`),
+    budgetMinute: timestamp('budget_minute', { withTimezone: true }).array().notNull().default(sql`'{}'`),
+    budgetDay: timestamp('budget_day', { withTimezone: true }).array().notNull().default(sql`'{}'`),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
@@ -100,6 +106,8 @@ export const xeroAppLimits = pgTable('xero_app_limits', {
   id: text('id').primaryKey(),
   appMinRemaining: integer('app_min_remaining'),
   pausedUntil: timestamp('paused_until', { withTimezone: true }),
+  // The app's rolling minute across every tenant (docs/xero-budget.md): one element per call claimed.
+  budgetMinute: timestamp('budget_minute', { withTimezone: true }).array().notNull().default(sql`'{}'`),
   updatedAt: updatedAt(),
 });
 
@@ -137,6 +145,10 @@ export const invoicePushes = pgTable(
     ),
     // The claim reads due pushes in next_attempt_at order: a partial index serves it without a sort.
     index('invoice_pushes_due_idx').on(t.nextAttemptAt).where(sql`${t.status} in ('queued', 'failed')`),
+    // The budgeted claim takes each tenant's oldest due pushes, up to that tenant's room.
+    index('invoice_pushes_connection_due_idx')
+      .on(t.connectionId, t.nextAttemptAt)
+      .where(sql`${t.status} in ('queued', 'failed')`),
     index('invoice_pushes_org_created_idx').on(t.organizationId, t.createdAt, t.id),
   ],
 );

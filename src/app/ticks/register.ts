@@ -4,10 +4,9 @@ import type { MonitoredTick } from '../../platform/jobs/tick-health.js';
 import type { Logger } from '../../platform/log.js';
 import type { SecretBox } from '../../platform/secret-box.js';
 import type { AppConfig } from '../config.js';
+import { pushDueInvoices } from '../push/tick.js';
 import type { XeroClient } from '../xero/client.js';
 import { AccessTokenCache } from '../xero/connections.js';
-import { TenantLimiter } from '../xero/tenant-limiter.js';
-import { pushDueInvoices } from './push-invoices.js';
 import { CredentialsState, refreshExpiringTokens } from './refresh-tokens.js';
 
 export const TICKS = { push: 'push-invoices', refresh: 'refresh-tokens' } as const;
@@ -22,7 +21,6 @@ export interface TickSetup {
 
 /** The tick functions, ready to be run by a scheduler loop (Node, Bun) or a cron trigger (Workers). */
 export function createTicks({ config, xero, box, owner, log }: TickSetup) {
-  const limiter = new TenantLimiter();
   const tokens = new AccessTokenCache();
   const credentials = new CredentialsState();
   // A lease outlives the slowest push (its timeout) with room to spare; an expired one is fair game.
@@ -32,7 +30,7 @@ export function createTicks({ config, xero, box, owner, log }: TickSetup) {
       pushDueInvoices(db, {
         xero,
         box,
-        limiter,
+        budget: config.xeroBudget,
         tokens,
         owner,
         maxAttempts: config.pushMaxAttempts,

@@ -4,24 +4,23 @@ import type { Logger } from '../../platform/log.js';
 import type { SecretBox } from '../../platform/secret-box.js';
 import { type PushOutcome, type StoredInvoice, toXeroInvoice, type XeroClient } from '../xero/client.js';
 import { AccessTokenCache, accessTokens } from '../xero/connections.js';
-import type { TenantLimiter } from '../xero/tenant-limiter.js';
-import { dispatchPushes, type ReadyPush } from './push-dispatch.js';
+import type { XeroBudget } from './budget.js';
+import { type ClaimedPush, claimPushes } from './claim.js';
+import { dispatchPushes, type ReadyPush } from './dispatch.js';
+import { type Settlement, settlePushes } from './settle.js';
 import {
   type AppSignals,
-  type ClaimedPush,
-  claimPushes,
   expireAccessTokens,
   markForbidden,
   recordLimitSignals,
-  type Settlement,
-  settlePushes,
   type TenantSignals,
-} from './push-statements.js';
+} from './signals.js';
 
 export interface PushTickDeps {
   xero: XeroClient;
   box: SecretBox;
-  limiter: TenantLimiter;
+  /** Xero's limits, counted in Postgres across every replica (budget.ts). */
+  budget: XeroBudget;
   /** Decrypted access tokens kept from tick to tick; without it each tick decrypts afresh. */
   tokens?: AccessTokenCache;
   /** This process: leases it holds are its own, and a re-run after a failover may take them back. */
@@ -67,14 +66,18 @@ const MINUTE_FALLBACK_MS = 60_000;
  * only synchronous work besides the Xero call.
  */
 export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise<PushTickResult> {
-  const claimed = await claimPushes(db, {
+  // Before the claim: the budget counts each call from a moment after this one (budget.ts).
+  const startBy = Date.now() + deps.budget.sendWithinMs;
+  const { pushes: claimed, grants } = await claimPushes(db, {
     owner: deps.owner,
     leaseMs: deps.leaseMs,
     batchSize: deps.batchSize,
-    skipTenants: deps.limiter.exhausted(),
+    budget: deps.budget,
   });
   const result: PushTickResult = { claimed: claimed.length, pushed: 0, retrying: 0, dead: 0, deferred: 0 };
-  if (claimed.length === 0) return result;
+  if (claimed.length === 0 && grants.length === 0) return result;
+  // Calls made per connection: the settle gives back the counted calls that were not.
+  const used = new Map<string, number>();
 
   // Outcomes are collected and written together at the end. If the tick dies before that write, the
   // leases expire and the pushes are retried under the same Idempotency-Key: Xero still holds each once.
@@ -141,42 +144,52 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
   const forbidden = new Map<string, string>();
   const signals = new Map<string, TenantSignals>();
   let app: AppSignals | null = null;
-  await dispatchPushes(ready, deps.xero, deps.limiter, {
-    done(push, outcome) {
-      const [kind, settlement] = record(deps, push, outcome);
-      if (outcome.kind === 'unauthorized') unauthorized.add(push.grantId);
-      if (outcome.kind === 'forbidden') forbidden.set(push.connectionId, forbiddenReason(outcome.detail));
-      const signal = signalsOf(push.connectionId, outcome);
-      if (signal) {
-        const seen = signals.get(push.connectionId);
-        signals.set(push.connectionId, {
-          ...signal,
-          parkForMs: Math.max(seen?.parkForMs ?? 0, signal.parkForMs ?? 0) || null,
-        });
-      }
-      const appSignal = appSignalsOf(outcome);
-      if (appSignal) {
-        app = {
-          appMinRemaining: appSignal.appMinRemaining ?? app?.appMinRemaining ?? null,
-          pausedForMs: Math.max(app?.pausedForMs ?? 0, appSignal.pausedForMs ?? 0) || null,
-        };
-      }
-      settlements.push(settlement);
-      result[kind] += 1;
+  await dispatchPushes(
+    ready,
+    deps.xero,
+    { startBy },
+    {
+      done(push, outcome) {
+        used.set(push.connectionId, (used.get(push.connectionId) ?? 0) + 1);
+        const [kind, settlement] = record(deps, push, outcome);
+        if (outcome.kind === 'unauthorized') unauthorized.add(push.grantId);
+        if (outcome.kind === 'forbidden') forbidden.set(push.connectionId, forbiddenReason(outcome.detail));
+        const signal = signalsOf(push.connectionId, outcome);
+        if (signal) {
+          const seen = signals.get(push.connectionId);
+          signals.set(push.connectionId, {
+            ...signal,
+            parkForMs: Math.max(seen?.parkForMs ?? 0, signal.parkForMs ?? 0) || null,
+          });
+        }
+        const appSignal = appSignalsOf(outcome);
+        if (appSignal) {
+          app = {
+            appMinRemaining: appSignal.appMinRemaining ?? app?.appMinRemaining ?? null,
+            pausedForMs: Math.max(app?.pausedForMs ?? 0, appSignal.pausedForMs ?? 0) || null,
+          };
+        }
+        settlements.push(settlement);
+        result[kind] += 1;
+      },
+      failed(push, err) {
+        used.set(push.connectionId, (used.get(push.connectionId) ?? 0) + 1); // it may have reached Xero
+        // The client classifies every answer, so a throw is a bug. Should it ever be a poison error,
+        // the push is not settled: its lease expires and another tick takes it.
+        if (poisonReason(err) !== undefined) poison ??= err;
+        else internalError(push, err);
+      },
+      deferred: (push, retryInMs) => defer(push, retryInMs),
     },
-    failed(push, err) {
-      // The client classifies every answer, so a throw is a bug. Should it ever be a poison error,
-      // the push is not settled: its lease expires and another tick takes it.
-      if (poisonReason(err) !== undefined) poison ??= err;
-      else internalError(push, err);
-    },
-    deferred: (push, retryInMs) => defer(push, retryInMs),
-  });
+  );
   const sideEffects: [string, () => Promise<void>][] = [
     // The pushes still settle (retried in 5 s); the next 401 expires the token again.
     ['expiring access tokens after a 401', () => expireAccessTokens(db, [...unauthorized])],
     ['marking connections Xero answered 403 for', () => markForbidden(db, forbidden)],
-    ["recording Xero's rate-limit signals", () => recordLimitSignals(db, [...signals.values()], app)],
+    [
+      "recording Xero's rate-limit signals",
+      () => recordLimitSignals(db, deps.budget, [...signals.values()], app),
+    ],
   ];
   for (const [what, run] of sideEffects) {
     try {
@@ -186,7 +199,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
       else deps.log.error(`${what} failed`, { err });
     }
   }
-  await settlePushes(db, deps.owner, settlements);
+  await settlePushes(db, deps.owner, settlements, grants, used);
   if (poison !== undefined) throw poison;
   return result;
 }

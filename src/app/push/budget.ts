@@ -1,0 +1,38 @@
+// The shared Xero budget (docs/xero-budget.md): Xero's limits, and the window lengths they are counted
+// over. The counts themselves live in Postgres, on the rows the claim locks (xero_connections,
+// xero_app_limits), so every replica and every Workers isolate spends the same budget.
+
+export interface XeroBudget {
+  /** Calls in flight per tenant (Xero: 5). A slot is held from the claim until the batch settles. */
+  concurrent: number;
+  /** Calls per tenant per rolling minute (Xero: 60). */
+  perMinute: number;
+  /** Calls per tenant per rolling day (Xero: 5,000). */
+  perDay: number;
+  /** Calls per rolling minute across every tenant of the app (Xero: 10,000). */
+  appPerMinute: number;
+  /** The minute's length: 60,000 in production; shorter only through XERO_BUDGET_TEST_MINUTE_MS. */
+  minuteMs: number;
+  /** The day's length: 86,400,000 in production; shorter only through XERO_BUDGET_TEST_DAY_MS. */
+  dayMs: number;
+  /**
+   * A call is counted from its claim, but Xero counts it when it arrives. So a call must start within
+   * this long of its claim (the dispatcher defers it otherwise), and a call stays counted for this much
+   * longer than the window: Xero's window never holds more than we counted.
+   */
+  sendWithinMs: number;
+}
+
+/** Xero's published limits (developer.xero.com, API limits / FAQ "What are the Xero API rate limits?"). */
+export const XERO_BUDGET: XeroBudget = {
+  concurrent: 5,
+  perMinute: 60,
+  perDay: 5000,
+  appPerMinute: 10_000,
+  minuteMs: 60_000,
+  dayMs: 86_400_000,
+  sendWithinMs: 2000,
+};
+
+/** How long a call stays counted: its window plus the longest a claimed call may wait to be sent. */
+export const countedMs = (b: XeroBudget, windowMs: number) => windowMs + b.sendWithinMs;

@@ -1,0 +1,97 @@
+import { sql } from 'drizzle-orm';
+import type { Database } from '../../platform/db/types.js';
+import { countedMs, type XeroBudget } from './budget.js';
+
+/** Xero answered 401: expire these grants' access tokens so the refresh tick renews them first. */
+export async function expireAccessTokens(db: Database, grantIds: readonly string[]): Promise<void> {
+  if (grantIds.length === 0) return;
+  await db.execute(sql`
+    UPDATE xero_grants SET access_expires_at = now(), updated_at = now()
+    WHERE id = ANY(${sql.param(grantIds)}::uuid[])`);
+}
+
+/** Xero answered 403: the tenant was disconnected in Xero, or the grant lacks a scope. */
+export async function markForbidden(db: Database, forbidden: ReadonlyMap<string, string>): Promise<void> {
+  if (forbidden.size === 0) return;
+  // The app's row first, as every statement that updates several connection rows takes it.
+  await db.execute(sql`
+    WITH app AS (SELECT a.id FROM xero_app_limits a WHERE a.id = 'app' FOR UPDATE)
+    UPDATE xero_connections AS c SET status = 'needs_reauth', status_reason = v.reason, updated_at = now()
+    FROM unnest(${sql.param([...forbidden.keys()])}::uuid[], ${sql.param([...forbidden.values()])}::text[])
+      AS v(id, reason) LEFT JOIN app ON true
+    WHERE c.id = v.id`);
+}
+
+/** The latest signals per tenant connection, from Xero's answer headers and 429s. */
+export interface TenantSignals {
+  connectionId: string;
+  minRemaining: number | null;
+  dayRemaining: number | null;
+  /** A 429 `day`: no push for this tenant for this long. */
+  parkForMs: number | null;
+}
+
+/** App-wide: X-AppMinLimit-Remaining, and a pause from a 429 `appminute`. */
+export interface AppSignals {
+  appMinRemaining: number | null;
+  pausedForMs: number | null;
+}
+
+/**
+ * Stores what Xero's answers said, where the next claim (on any replica) reads it: the remaining counts
+ * (for operators), a park (429 `day`) or an app pause (429 `appminute`), and the budget lowered to
+ * what Xero says is left. A tenant whose X-MinLimit-Remaining says 10 while our count says 40 are
+ * left gets 30 calls counted now (they age out with the window like any other): the budget takes the
+ * lower of the two, never the sum, so our own calls are not counted twice. Likewise for the day and
+ * for X-AppMinLimit-Remaining. Locks the app's row first, like the claim.
+ */
+export async function recordLimitSignals(
+  db: Database,
+  budget: XeroBudget,
+  tenants: readonly TenantSignals[],
+  app: AppSignals | null,
+): Promise<void> {
+  if (tenants.length === 0 && app === null) return;
+  const column = <T>(pick: (s: TenantSignals) => T) => sql.param(tenants.map(pick));
+  const since = (windowMs: number) => sql`now() - ${`${countedMs(budget, windowMs)} milliseconds`}::interval`;
+  const lowered = (
+    stamps: ReturnType<typeof sql>,
+    limit: number,
+    remaining: ReturnType<typeof sql>,
+    windowMs: number,
+  ) =>
+    sql`CASE WHEN ${remaining} IS NULL THEN ${stamps} ELSE xero_budget_add(
+          xero_budget_live(${stamps}, ${since(windowMs)}), now(),
+          (${limit} - ${remaining}) - cardinality(xero_budget_live(${stamps}, ${since(windowMs)}))) END`;
+  const appRemaining = sql`${app?.appMinRemaining ?? null}::int`;
+  await db.execute(sql`
+    WITH app AS (SELECT a.id FROM xero_app_limits a WHERE a.id = 'app' FOR UPDATE),
+    tenant_signals AS (
+      UPDATE xero_connections AS c SET
+        min_remaining = coalesce(v.min_remaining, c.min_remaining),
+        day_remaining = coalesce(v.day_remaining, c.day_remaining),
+        limits_seen_at = now(),
+        parked_until = CASE WHEN v.park_ms IS NULL THEN c.parked_until
+                            ELSE greatest(c.parked_until, now() + v.park_ms * interval '1 millisecond') END,
+        budget_minute = ${lowered(sql`c.budget_minute`, budget.perMinute, sql`v.min_remaining`, budget.minuteMs)},
+        budget_day = ${lowered(sql`c.budget_day`, budget.perDay, sql`v.day_remaining`, budget.dayMs)}
+      FROM unnest(
+        ${column((s) => s.connectionId)}::uuid[],
+        ${column((s) => s.minRemaining)}::int[],
+        ${column((s) => s.dayRemaining)}::int[],
+        ${column((s) => (s.parkForMs === null ? null : Math.max(0, Math.round(s.parkForMs))))}::bigint[]
+      ) AS v(id, min_remaining, day_remaining, park_ms) LEFT JOIN app ON true
+      WHERE c.id = v.id
+      RETURNING 1),
+    app_signals AS (
+      UPDATE xero_app_limits AS a SET
+        app_min_remaining = coalesce(${appRemaining}, a.app_min_remaining),
+        paused_until = CASE WHEN ${app?.pausedForMs ?? null}::bigint IS NULL THEN a.paused_until
+                            ELSE greatest(a.paused_until, now() + ${app?.pausedForMs ?? null}::bigint * interval '1 millisecond') END,
+        budget_minute = ${lowered(sql`a.budget_minute`, budget.appPerMinute, appRemaining, budget.minuteMs)},
+        updated_at = now()
+      FROM app
+      WHERE a.id = app.id AND ${app !== null}
+      RETURNING 1)
+    SELECT (SELECT count(*) FROM tenant_signals) AS tenants, (SELECT count(*) FROM app_signals) AS app`);
+}
