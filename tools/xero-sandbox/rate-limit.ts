@@ -15,6 +15,10 @@ export interface RateLimits {
   appPerMinute: number | null;
   /** Real (not sandbox-clock) delay added to every rate-limited API call while it holds its slot. */
   latencyMs: number;
+  /** The minute's length (Xero: 60,000). Shorter only for tests and benchmarks, as the server's alike. */
+  minuteMs: number;
+  /** The day's length (Xero: 86,400,000). Shorter only for tests and benchmarks. */
+  dayMs: number;
 }
 
 export const XERO_LIMITS: RateLimits = {
@@ -23,10 +27,9 @@ export const XERO_LIMITS: RateLimits = {
   perDay: 5000,
   appPerMinute: 10_000,
   latencyMs: 0,
+  minuteMs: 60_000,
+  dayMs: 86_400_000,
 };
-
-const MINUTE_MS = 60_000;
-const DAY_MS = 86_400_000;
 
 export type Admission =
   | { ok: true; release: () => void; headers: Record<string, string> }
@@ -66,7 +69,7 @@ export class RateLimiter {
 
   /** Admits a call (counting it) or says which limit it hit. Rejected calls are not counted. */
   acquire(tenantId: string, now: number): Admission {
-    const { concurrent, perMinute, perDay, appPerMinute } = this.limits;
+    const { concurrent, perMinute, perDay, appPerMinute, minuteMs: MINUTE_MS, dayMs: DAY_MS } = this.limits;
     const minute = this.#calls(this.#minute, tenantId);
     const day = this.#calls(this.#day, tenantId);
     prune(minute, now, MINUTE_MS);

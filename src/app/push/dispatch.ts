@@ -19,7 +19,7 @@ export interface DispatchHandlers<P> {
 }
 
 /** Xero calls in flight per tick: a large batch must not open hundreds of calls at once and time them out. */
-export const MAX_IN_FLIGHT = 16;
+export const MAX_IN_FLIGHT = 32;
 export interface DispatchOptions {
   /** Date.now() after which no call starts: the budget counted each call from its claim (budget.ts). */
   startBy: number;

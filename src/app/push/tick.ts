@@ -48,13 +48,12 @@ interface Ready extends ReadyPush {
 
 // Waits Xero's documents leave to us (tools/xero-sandbox/README.md lists them): a 429 without
 // Retry-After, which Xero sends only for the minute and day limits.
-/** `appminute`: the app's rolling minute. */
-const APP_MINUTE_PAUSE_MS = 60_000;
 /** `concurrent`: one of the tenant's 5 calls in flight ends soon. */
 const CONCURRENT_RETRY_MS = 1000;
 /** `day` without Retry-After (Xero always sends one): an hour, then a probe learns the real reset. */
 const DAY_PARK_FALLBACK_MS = 3_600_000;
-const MINUTE_FALLBACK_MS = 60_000;
+// `appminute` (the app's rolling minute), or no problem named: one minute (the budget's minute, so a
+// test's shortened minute shortens it too).
 
 /**
  * Claims due pushes with one statement that writes a lease and looks up their connections, pushes
@@ -154,7 +153,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
         const [kind, settlement] = record(deps, push, outcome);
         if (outcome.kind === 'unauthorized') unauthorized.add(push.grantId);
         if (outcome.kind === 'forbidden') forbidden.set(push.connectionId, forbiddenReason(outcome.detail));
-        const signal = signalsOf(push.connectionId, outcome);
+        const signal = signalsOf(push.connectionId, outcome, deps.budget.minuteMs);
         if (signal) {
           const seen = signals.get(push.connectionId);
           signals.set(push.connectionId, {
@@ -162,7 +161,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
             parkForMs: Math.max(seen?.parkForMs ?? 0, signal.parkForMs ?? 0) || null,
           });
         }
-        const appSignal = appSignalsOf(outcome);
+        const appSignal = appSignalsOf(outcome, deps.budget.minuteMs);
         if (appSignal) {
           app = {
             appMinRemaining: appSignal.appMinRemaining ?? app?.appMinRemaining ?? null,
@@ -219,7 +218,7 @@ function record(
       return ['dead', { id, status: 'dead', lastError: `Xero rejected the invoice: ${outcome.message}` }];
     case 'rate_limited': {
       // Xero's own pacing, not a failure of this invoice: the attempt is given back.
-      const waitMs = rateLimitWaitMs(outcome);
+      const waitMs = rateLimitWaitMs(outcome, deps.budget.minuteMs);
       return [
         'retrying',
         {
@@ -272,24 +271,24 @@ function forbiddenReason(detail: string): string {
 }
 
 /** How long a 429 holds this push back: Retry-After where Xero sends it (minute, day), else our choice. */
-function rateLimitWaitMs(outcome: Extract<PushOutcome, { kind: 'rate_limited' }>): number {
+function rateLimitWaitMs(outcome: Extract<PushOutcome, { kind: 'rate_limited' }>, minuteMs: number): number {
   const after = outcome.retryAfterSeconds === null ? null : outcome.retryAfterSeconds * 1000;
   switch (outcome.problem) {
     case 'day':
       return after ?? DAY_PARK_FALLBACK_MS;
     case 'appminute':
-      return after ?? APP_MINUTE_PAUSE_MS;
+      return after ?? minuteMs;
     case 'concurrent':
       return after ?? CONCURRENT_RETRY_MS;
     default:
-      return after ?? MINUTE_FALLBACK_MS;
+      return after ?? minuteMs;
   }
 }
 
 /** What this answer tells the next claim about the tenant, if anything. */
-function signalsOf(connectionId: string, outcome: PushOutcome): TenantSignals | undefined {
+function signalsOf(connectionId: string, outcome: PushOutcome, minuteMs: number): TenantSignals | undefined {
   const parkForMs =
-    outcome.kind === 'rate_limited' && outcome.problem === 'day' ? rateLimitWaitMs(outcome) : null;
+    outcome.kind === 'rate_limited' && outcome.problem === 'day' ? rateLimitWaitMs(outcome, minuteMs) : null;
   if (!outcome.limits && parkForMs === null) return undefined;
   return {
     connectionId,
@@ -300,9 +299,11 @@ function signalsOf(connectionId: string, outcome: PushOutcome): TenantSignals | 
 }
 
 /** What this answer tells every tenant's next claim, if anything. */
-function appSignalsOf(outcome: PushOutcome): AppSignals | undefined {
+function appSignalsOf(outcome: PushOutcome, minuteMs: number): AppSignals | undefined {
   const pausedForMs =
-    outcome.kind === 'rate_limited' && outcome.problem === 'appminute' ? rateLimitWaitMs(outcome) : null;
+    outcome.kind === 'rate_limited' && outcome.problem === 'appminute'
+      ? rateLimitWaitMs(outcome, minuteMs)
+      : null;
   const appMinRemaining = outcome.limits?.appMinRemaining ?? null;
   if (appMinRemaining === null && pausedForMs === null) return undefined;
   return { appMinRemaining, pausedForMs };
