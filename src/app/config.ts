@@ -113,8 +113,8 @@ export function loadAppConfig(env: Env): AppConfig {
       ...XERO_BUDGET,
       minuteMs: e.XERO_BUDGET_TEST_MINUTE_MS,
       dayMs: e.XERO_BUDGET_TEST_DAY_MS,
-      // 2 s of Xero's minute; a test's shorter minute gives a call proportionally less time to start.
-      sendWithinMs: Math.min(XERO_BUDGET.sendWithinMs, Math.round(e.XERO_BUDGET_TEST_MINUTE_MS / 30)),
+      // 2 s of Xero's minute; a test's shorter minute gives a call less time to start (a fifteenth).
+      sendWithinMs: Math.min(XERO_BUDGET.sendWithinMs, Math.round(e.XERO_BUDGET_TEST_MINUTE_MS / 15)),
     },
   };
 }
