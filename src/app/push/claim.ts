@@ -87,7 +87,9 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
   const rows = rowsOf<
     ClaimedPush & { kind: 'push' | 'grant'; granted: number; slot_us: string; claim_us: string }
   >(
-    await db.execute(sql`
+    // The leading comment names the statement within pg_stat_activity's first 1024 bytes of it
+    // (track_activity_query_size), which is all an operator, or a test, sees of a waiting claim.
+    await db.execute(sql`/* push claim: UPDATE invoice_pushes within Xero's budget */
       WITH stamp AS (SELECT now() AS at, now() + ${ms(o.leaseMs)} AS slot),
       app AS (
         SELECT a.id, xero_budget_live(a.budget_minute, now() - ${ms(countedMs(b, b.minuteMs))}) AS minute,
