@@ -12,7 +12,7 @@ import { freshDatabase } from './support/databases.js';
 import { startHeartbeatSink } from './support/heartbeat-sink.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { startSentrySink } from './support/sentry-sink.js';
-import { repoRoot, TEST_TOKEN_KEY } from './support/server.js';
+import { repoRoot, type ServerProcess, spawnServer, TEST_TOKEN_KEY } from './support/server.js';
 import {
   captureLog,
   connectedOrganization,
@@ -202,6 +202,69 @@ describe('the Worker in workerd', () => {
     await db.end();
     expect(rows[0].status).toBe('pushed');
     expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(1);
+  });
+
+  it("scheduled() and two server processes share one tenant's budget: its minute's 60, at most 5 in flight", async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    const handle = await openDatabase(url, log);
+    const { org, tenantId } = await connectedOrganization(
+      handle.db,
+      await testBox(),
+      sandbox,
+      'Shared Budget Co',
+    );
+    for (let i = 0; i < 70; i++) await queuePush(handle.db, org.id, `shared-${i}`);
+    await handle.close();
+    const count = async (where: string) => {
+      const db = new pg.Client(url);
+      await db.connect();
+      try {
+        return (await db.query(`SELECT count(*)::int AS n FROM invoice_pushes WHERE ${where}`)).rows[0]
+          .n as number;
+      } finally {
+        await db.end();
+      }
+    };
+    // Calls that last a while, so slots really fill (the sandbox answers 429 to a sixth in flight).
+    const latencyBefore = sandbox.state.limiter.limits.latencyMs;
+    sandbox.state.setLimits({ latencyMs: 20 });
+    const before = sandbox.state.statsSnapshot().rateLimited;
+    const mf = worker({ DATABASE_URL: neonUrl(url), ...xeroBindings() });
+    const servers: ServerProcess[] = [];
+    let stop = false;
+    try {
+      // The isolate goes first (so it surely takes part): one invocation, the tenant's 5 slots.
+      await scheduled(mf);
+      expect(await count(`status = 'pushed'`)).toBe(5);
+      const env = { DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY, ...xeroBindings() };
+      servers.push(
+        ...(await Promise.all(
+          [0, 1].map(() => spawnServer({ env: { ...env, TICK_INTERVAL_MS: '100', PUSH_BATCH_SIZE: '100' } })),
+        )),
+      );
+      const crons = (async () => {
+        while (!stop) await scheduled(mf);
+      })();
+      await until(
+        () => count(`status = 'pushed'`),
+        (n) => n >= 60,
+        30_000,
+        100,
+      );
+      // Xero's real minute: the 60 are its allowance, and nobody sends the 61st within it.
+      await new Promise((r) => setTimeout(r, 1500));
+      stop = true;
+      await crons;
+      expect(await count(`status = 'pushed'`)).toBe(60);
+      expect(await count(`status = 'queued' AND attempts = 0`)).toBe(10);
+      expect(sandbox.state.statsSnapshot().rateLimited).toBe(before);
+      expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(60);
+    } finally {
+      stop = true;
+      sandbox.state.setLimits({ latencyMs: latencyBefore });
+      await Promise.all(servers.map((s) => s.stop()));
+    }
   });
 
   it('disposes and retries a poisoned tick once inside the same invocation', async () => {
