@@ -4,11 +4,11 @@
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AccessTokenCache } from '../src/app/connections/grants.js';
 import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { refreshExpiringTokens } from '../src/app/ticks/refresh-tokens.js';
 import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
-import { AccessTokenCache } from '../src/app/xero/connections.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
 import type { SecretBox } from '../src/platform/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { saveGrant } from '../src/app/connections/grants.js';
 import { createOrganization } from '../src/app/organizations.js';
 import { authEventIdOf } from '../src/app/xero/client.js';
-import { saveGrant } from '../src/app/xero/connections.js';
 import { createSecretBox } from '../src/platform/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';

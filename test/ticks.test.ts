@@ -1,11 +1,11 @@
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tokenContext } from '../src/app/connections/grants.js';
 import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { backoffMs, type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { type RefreshTickDeps, refreshExpiringTokens } from '../src/app/ticks/refresh-tokens.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import { tokenContext } from '../src/app/xero/connections.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
 import { DatabaseUnavailableError } from '../src/platform/db/poison-retry.js';
 import type { Database } from '../src/platform/db/types.js';

@@ -4,11 +4,11 @@
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AccessTokenCache } from '../src/app/connections/grants.js';
 import { XERO_BUDGET, type XeroBudget } from '../src/app/push/budget.js';
 import { claimPushes } from '../src/app/push/claim.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import { AccessTokenCache } from '../src/app/xero/connections.js';
 import { loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { DatabaseHandle } from '../src/platform/db/handle.js';
@@ -285,7 +285,7 @@ function invoice() {
 }
 
 async function accessToken(db: Database, grantId: string): Promise<string> {
-  const { accessTokens } = await import('../src/app/xero/connections.js');
+  const { accessTokens } = await import('../src/app/connections/grants.js');
   const [version] = (
     (await db.execute(sql`SELECT token_version FROM xero_grants WHERE id = ${grantId}`)) as unknown as {
       rows: { token_version: number }[];

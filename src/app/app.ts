@@ -15,12 +15,12 @@ import { currentRequestId, observeRequests } from '../platform/telemetry/request
 import type { Telemetry } from '../platform/telemetry/telemetry.js';
 import { requireApiKey } from './auth.js';
 import type { XeroConfig } from './config.js';
+import { connectRoutes } from './connections/connect-routes.js';
 import { connectionRoutes } from './connections/routes.js';
 import { ApiError, errorBody, refusedInput } from './errors.js';
 import { invoiceRoutes } from './invoices/routes.js';
 import type { Registry } from './registry.js';
 import type { XeroClient } from './xero/client.js';
-import { connectRoutes } from './xero/connect-routes.js';
 
 export interface AppDeps {
   gate: ReadinessGate;

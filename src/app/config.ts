@@ -1,7 +1,7 @@
 import { _default, object, optional, pipe, refine, string, superRefine, transform } from 'zod/mini';
 import { type Env, int, parseEnv } from '../platform/config.js';
+import { DEFAULT_XERO_SCOPES, missingInvoiceScope } from './connections/scopes.js';
 import { XERO_BUDGET, type XeroBudget } from './push/budget.js';
-import { DEFAULT_XERO_SCOPES, missingInvoiceScope } from './xero/scopes.js';
 
 export interface AppConfig {
   /** Base64 of 32 bytes; undefined only with the embedded database, where a development key is made. */

@@ -1,10 +1,10 @@
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
+import { saveGrant } from '../../src/app/connections/grants.js';
 import { migrations } from '../../src/app/migrations.gen.js';
 import { createOrganization } from '../../src/app/organizations.js';
 import { authEventIdOf } from '../../src/app/xero/client.js';
-import { saveGrant } from '../../src/app/xero/connections.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { createDriver } from '../../src/platform/db/driver.js';
 import { DatabaseHandle } from '../../src/platform/db/handle.js';

@@ -11,7 +11,7 @@ import type { AuthEnv } from '../auth.js';
 import { ApiError, errorBody } from '../errors.js';
 import { invoicePushes, xeroConnections, xeroGrants } from '../schema.js';
 import type { XeroClient } from '../xero/client.js';
-import { tokenContext } from '../xero/connections.js';
+import { tokenContext } from './grants.js';
 
 export interface ConnectionRoutesDeps {
   database: DatabaseHandle;

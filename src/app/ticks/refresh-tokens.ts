@@ -2,9 +2,9 @@ import { and, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import type { Database } from '../../platform/db/types.js';
 import type { Logger } from '../../platform/log.js';
 import type { SecretBox } from '../../platform/secret-box.js';
+import { tokenContext } from '../connections/grants.js';
 import { xeroConnections, xeroGrants } from '../schema.js';
 import type { XeroClient } from '../xero/client.js';
-import { tokenContext } from '../xero/connections.js';
 
 export interface RefreshTickDeps {
   xero: XeroClient;

@@ -4,9 +4,9 @@ import type { MonitoredTick } from '../../platform/jobs/tick-health.js';
 import type { Logger } from '../../platform/log.js';
 import type { SecretBox } from '../../platform/secret-box.js';
 import type { AppConfig } from '../config.js';
+import { AccessTokenCache } from '../connections/grants.js';
 import { pushDueInvoices } from '../push/tick.js';
 import type { XeroClient } from '../xero/client.js';
-import { AccessTokenCache } from '../xero/connections.js';
 import { CredentialsState, refreshExpiringTokens } from './refresh-tokens.js';
 
 export const TICKS = { push: 'push-invoices', refresh: 'refresh-tokens' } as const;

@@ -2,7 +2,7 @@ import { and, inArray, ne, sql } from 'drizzle-orm';
 import type { Database } from '../../platform/db/types.js';
 import type { SecretBox } from '../../platform/secret-box.js';
 import { xeroConnections, xeroGrants } from '../schema.js';
-import type { TokenSet, XeroTenant } from './client.js';
+import type { TokenSet, XeroTenant } from '../xero/client.js';
 
 // Tokens are sealed with associated data naming their grant and column, so a ciphertext moved to
 // another grant (or from the access to the refresh column) does not decrypt. Grants migrated from

@@ -7,8 +7,8 @@ import { requireApiKey } from '../auth.js';
 import type { XeroConfig } from '../config.js';
 import { ApiError } from '../errors.js';
 import type { Registry } from '../registry.js';
-import { authEventIdOf, type XeroClient } from './client.js';
-import { saveGrant } from './connections.js';
+import { authEventIdOf, type XeroClient } from '../xero/client.js';
+import { saveGrant } from './grants.js';
 import { consumeState, issueState } from './oauth-state.js';
 import { missingInvoiceScope } from './scopes.js';
 
