@@ -3,9 +3,11 @@
 //   real    — the real pushDueInvoices (the claim statement with its connection join, the access
 //             tokens from the process's cache, the shared budget, toXeroInvoice, one fenced settle
 //             statement per batch) with a Xero client that answers `ok` at once. The budget keeps
-//             Xero's 5 in flight per tenant; its minute, day and app limits are lifted (the bookkeeping
-//             still runs), because the rounds send the same 200 tenants 50 pushes each several times a
-//             minute.
+//             Xero's 5 in flight per tenant; its minute, day and app limits are lifted, because the
+//             rounds send the same 200 tenants 50 pushes each several times a minute. Their windows
+//             count nothing older than the claim itself: lifted limits with real windows would let
+//             the stamp arrays grow past anything Xero's limits allow (the app row past 10,000 a
+//             minute), and the rounds would measure that growth instead of the queue.
 //   batched — a what-if, not our code: the same claim statement, then one fenced UPDATE by id for the
 //             whole batch (no tokens, no limiter, no per-push outcome): the floor our statements allow.
 
@@ -40,14 +42,28 @@ const SETTLE_ALL = `
     "lease_owner" = null, "lease_expires_at" = null, "updated_at" = now()
   where "id" = any($1::uuid[]) and "lease_owner" = $2`;
 
-const LIFTED = { ...XERO_BUDGET, perMinute: 1e9, perDay: 1e9, appPerMinute: 1e9 };
+// countedMs() is window + sendWithinMs: a window of -sendWithinMs counts only this claim's own calls.
+const LIFTED = {
+  ...XERO_BUDGET,
+  perMinute: 1e9,
+  perDay: 1e9,
+  appPerMinute: 1e9,
+  minuteMs: -XERO_BUDGET.sendWithinMs,
+  dayMs: -XERO_BUDGET.sendWithinMs,
+};
+
+// The what-if's one UPDATE gives no slots back (the real settle does): it claims with the in-flight
+// limit lifted, and with a 1 s lease, so the slots it leaves behind (stamped with the lease expiry) are
+// gone before the next run on the same tenants starts.
+const WHAT_IF = { ...LIFTED, concurrent: 1e9 };
+const WHAT_IF_LEASE_MS = 1000;
 
 async function batchedTick(handle: DatabaseHandle, owner: string, batchSize: number): Promise<number> {
   const { pushes: claimed } = await claimPushes(handle.db, {
     owner,
-    leaseMs: 60_000,
+    leaseMs: WHAT_IF_LEASE_MS,
     batchSize,
-    budget: LIFTED,
+    budget: WHAT_IF,
   });
   if (claimed.length > 0) await handle.pool.query(SETTLE_ALL, [claimed.map((r) => r.id), owner]);
   return claimed.length;
