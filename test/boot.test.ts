@@ -3,6 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from './support/databases.js';
 import { startFaultProxy } from './support/fault-proxy.js';
+import { expectFirstStartStoppedBySigint } from './support/first-start-signal.js';
 import { freePort } from './support/ports.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { type LogLine, spawnServer } from './support/server.js';
@@ -283,20 +284,6 @@ describe('boot contract', () => {
   }
 
   it("stops the embedded database's first start at once on SIGINT", async () => {
-    // In-memory PGlite runs initdb on every start (several seconds here), blocking the event loop.
-    const server = await spawnServer({ env: { DATABASE_URL: 'memory://' } });
-    try {
-      await server.waitForLog((l) => l.msg === 'boot step' && l.step === 'error tracking');
-      await new Promise((r) => setTimeout(r, 300));
-      const sent = Date.now();
-      server.kill('SIGINT');
-      const code = await server.exited;
-      // Killed by the signal itself (a shell reports 130) or, if the start was not blocking, exit 130.
-      expect(code === 130 || server.child.signalCode === 'SIGINT').toBe(true);
-      expect(Date.now() - sent).toBeLessThan(2000);
-      expect(server.logs.some((l) => l.msg === 'boot step' && l.step === 'open pool')).toBe(false);
-    } finally {
-      server.kill('SIGKILL');
-    }
+    await expectFirstStartStoppedBySigint(await spawnServer({ env: { DATABASE_URL: 'memory://' } }));
   });
 });

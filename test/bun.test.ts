@@ -7,6 +7,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
+import { expectFirstStartStoppedBySigint } from './support/first-start-signal.js';
 import { startHeartbeatSink } from './support/heartbeat-sink.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { startSentrySink } from './support/sentry-sink.js';
@@ -227,18 +228,6 @@ describe('Bun entry: a signal during boot', () => {
   });
 
   it("stops the embedded database's first start at once on SIGINT", async () => {
-    const server = await spawnBun({ DATABASE_URL: 'memory://' });
-    try {
-      await server.waitForLog((l) => l.msg === 'boot step' && l.step === 'error tracking');
-      await new Promise((r) => setTimeout(r, 300));
-      const sent = Date.now();
-      server.kill('SIGINT');
-      const code = await server.exited;
-      expect(code === 130 || server.child.signalCode === 'SIGINT').toBe(true);
-      expect(Date.now() - sent).toBeLessThan(2000);
-      expect(server.logs.some((l) => l.msg === 'boot step' && l.step === 'open pool')).toBe(false);
-    } finally {
-      server.kill('SIGKILL');
-    }
+    await expectFirstStartStoppedBySigint(await spawnBun({ DATABASE_URL: 'memory://' }));
   });
 });
