@@ -28,7 +28,7 @@ function health() {
   gate.open();
   return healthRoutes({
     gate,
-    probe: { check: async () => ({ status: 'ok', latencyMs: 0 }), last: undefined },
+    probe: () => ({ check: async () => ({ status: 'ok', latencyMs: 0 }), last: undefined }),
   });
 }
 

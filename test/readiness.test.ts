@@ -188,7 +188,7 @@ describe('readiness', () => {
       const probe = new WriteProbe({ probe: probeHandle, app, timeoutMs: 2000, instanceId: 'busy', log });
       const gate = new ReadinessGate();
       gate.open();
-      const http = healthRoutes({ gate, probe });
+      const http = healthRoutes({ gate, probe: () => probe });
 
       const busy = [app.pool.query('SELECT pg_sleep(3)'), app.pool.query('SELECT pg_sleep(3)')];
       const queued = app.pool.query('SELECT 1');

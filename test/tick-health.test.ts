@@ -312,9 +312,9 @@ describe('tick health, in process', () => {
         timeoutMs: 2000,
         heartbeatTimeoutMs: 1500,
       });
-      const runTick = createTickRunner(handle, log, disabledErrorTracker, { monitor });
+      const runTick = createTickRunner(log, disabledErrorTracker);
       const started = performance.now();
-      expect(await runTick('slow', async () => 'done')).toBe('done');
+      expect(await runTick('slow', async () => 'done', { database: handle, monitor })).toBe('done');
       const tickMs = performance.now() - started;
       // The tick is done while its start ping still hangs.
       expect(lines.some((l) => l.msg === 'heartbeat ping failed')).toBe(false);

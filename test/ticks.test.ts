@@ -58,28 +58,38 @@ describe('runTick', () => {
     flush: async () => true,
   };
 
+  const on = () => ({ database: handle });
+
   it('retries once on a fresh pool after a poison error', async () => {
-    const runTick = createTickRunner(handle, log, errors);
+    const runTick = createTickRunner(log, errors);
     const generation = handle.generation;
     let calls = 0;
-    const result = await runTick('retry-once', async (db) => {
-      calls += 1;
-      if (calls === 1) await readOnlyWrite(db);
-      return 'done';
-    });
+    const result = await runTick(
+      'retry-once',
+      async (db) => {
+        calls += 1;
+        if (calls === 1) await readOnlyWrite(db);
+        return 'done';
+      },
+      on(),
+    );
     expect(result).toBe('done');
     expect(calls).toBe(2);
     expect(handle.generation).toBe(generation + 1);
   });
 
   it('logs `tick crashed` as a warning, unreported, when the retry meets the failover too', async () => {
-    const runTick = createTickRunner(handle, log, errors);
+    const runTick = createTickRunner(log, errors);
     const reported = captured.length;
     let calls = 0;
-    const failing = runTick('always-poisoned', async (db) => {
-      calls += 1;
-      await readOnlyWrite(db);
-    });
+    const failing = runTick(
+      'always-poisoned',
+      async (db) => {
+        calls += 1;
+        await readOnlyWrite(db);
+      },
+      on(),
+    );
     await expect(failing).rejects.toBeInstanceOf(DatabaseUnavailableError);
     expect(calls).toBe(2);
     // A routine failover (issue 15, point 7): a warning naming the reason, not an error report.
@@ -90,10 +100,14 @@ describe('runTick', () => {
   });
 
   it('logs `tick crashed` as an error and reports any other failure', async () => {
-    const runTick = createTickRunner(handle, log, errors);
-    const failing = runTick('buggy', async () => {
-      throw new Error('a bug');
-    });
+    const runTick = createTickRunner(log, errors);
+    const failing = runTick(
+      'buggy',
+      async () => {
+        throw new Error('a bug');
+      },
+      on(),
+    );
     await expect(failing).rejects.toThrow('a bug');
     expect(lines.find((l) => l.msg === 'tick crashed' && l.tick === 'buggy')).toMatchObject({
       level: 'error',
@@ -102,24 +116,30 @@ describe('runTick', () => {
   });
 
   it('does not retry an error that is not poison', async () => {
-    const runTick = createTickRunner(handle, log, errors);
+    const runTick = createTickRunner(log, errors);
     const generation = handle.generation;
     let calls = 0;
-    const failing = runTick('unique-violation', async (db) => {
-      calls += 1;
-      await db.execute(sql`INSERT INTO health_heartbeat (instance_id) VALUES ('dup') ON CONFLICT DO NOTHING`);
-      await db.execute(sql`INSERT INTO health_heartbeat (instance_id) VALUES ('dup')`);
-    });
+    const failing = runTick(
+      'unique-violation',
+      async (db) => {
+        calls += 1;
+        await db.execute(
+          sql`INSERT INTO health_heartbeat (instance_id) VALUES ('dup') ON CONFLICT DO NOTHING`,
+        );
+        await db.execute(sql`INSERT INTO health_heartbeat (instance_id) VALUES ('dup')`);
+      },
+      on(),
+    );
     await expect(failing).rejects.toMatchObject({ cause: { code: '23505' } });
     expect(calls).toBe(1);
     expect(handle.generation).toBe(generation);
   });
 
   it('never runs the same tick twice at once', async () => {
-    const runTick = createTickRunner(handle, log, errors);
+    const runTick = createTickRunner(log, errors);
     let release!: () => void;
-    const first = runTick('slow', () => new Promise<string>((r) => (release = () => r('first'))));
-    expect(await runTick('slow', async () => 'second')).toBeUndefined();
+    const first = runTick('slow', () => new Promise<string>((r) => (release = () => r('first'))), on());
+    expect(await runTick('slow', async () => 'second', on())).toBeUndefined();
     release();
     expect(await first).toBe('first');
   });

@@ -10,6 +10,7 @@ import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { startHeartbeatSink } from './support/heartbeat-sink.js';
+import { freePort } from './support/ports.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { startSentrySink } from './support/sentry-sink.js';
 import { repoRoot, type ServerProcess, spawnServer, TEST_TOKEN_KEY } from './support/server.js';
@@ -56,8 +57,27 @@ afterAll(async () => {
   rmSync(outdir, { recursive: true, force: true });
 });
 
-function worker(bindings: Record<string, string>, neonProxy: { url: string } = proxy): Miniflare {
+function worker(
+  bindings: Record<string, string>,
+  neonProxy: { url: string } = proxy,
+  onLine?: (line: Record<string, unknown>) => void,
+): Miniflare {
   const mf = new Miniflare({
+    // The Worker's own log lines (JSON on stdout), for tests that count what the isolate did.
+    ...(onLine
+      ? {
+          handleRuntimeStdio: (stdout: NodeJS.ReadableStream) => {
+            let rest = '';
+            stdout.on('data', (chunk: Buffer) => {
+              const lines = (rest + chunk.toString('utf8')).split('\n');
+              rest = lines.pop() ?? '';
+              for (const line of lines) {
+                if (line.startsWith('{')) onLine(JSON.parse(line) as Record<string, unknown>);
+              }
+            });
+          },
+        }
+      : {}),
     modules: true,
     scriptPath: join(outdir, 'worker.js'),
     modulesRoot: outdir,
@@ -178,6 +198,72 @@ describe('the Worker in workerd', () => {
     expect(api.status).toBe(503);
     expect(api.headers.get('retry-after')).toMatch(/^\d+$/);
     expect((await mf.dispatchFetch('http://worker/livez')).status).toBe(200);
+  });
+
+  // Issue 14: a failed isolate boot used to leave readiness at `failed` for the isolate's life, saying
+  // `unreachable` whatever the cause, while /api/* answered once a retry had booted it.
+  it('says the schema is behind until db:migrate runs, then turns ready without a restart', async () => {
+    const url = await freshDatabase(cluster);
+    const mf = worker({ DATABASE_URL: neonUrl(url) });
+    expect(await readyz(mf)).toEqual({
+      status: 503,
+      body: { status: 'unavailable', checks: { boot: 'failed', database: 'schema_behind' } },
+    });
+    const { log } = captureLog();
+    await (await openDatabase(url, log)).close();
+    // The first retry waits out a 1 s back-off.
+    const ready = await until(
+      () => readyz(mf),
+      (r) => r.status === 200,
+      15_000,
+    );
+    expect(ready.body).toEqual({ status: 'ok', checks: { boot: 'ok', database: 'ok' } });
+    expect((await mf.dispatchFetch('http://worker/api/invoices')).status).toBe(401);
+  });
+
+  it('started before its database proxy: unreachable, then ready once the proxy is up', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    await (await openDatabase(url, log)).close();
+    const port = await freePort();
+    const mf = worker({ DATABASE_URL: neonUrl(url) }, { url: `http://127.0.0.1:${port}` });
+    expect(await readyz(mf)).toEqual({
+      status: 503,
+      body: { status: 'unavailable', checks: { boot: 'failed', database: 'unreachable' } },
+    });
+    const late = await startNeonProxy({ upstream: cluster.url(), port });
+    try {
+      const ready = await until(
+        () => readyz(mf),
+        (r) => r.status === 200,
+        20_000,
+      );
+      expect(ready.body.checks).toEqual({ boot: 'ok', database: 'ok' });
+    } finally {
+      await mf.dispose();
+      started.splice(started.indexOf(mf), 1);
+      await late.close();
+    }
+  });
+
+  it('boots an isolate once for 20 concurrent first requests', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    await (await openDatabase(url, log)).close();
+    const lines: Record<string, unknown>[] = [];
+    const mf = worker({ DATABASE_URL: neonUrl(url), LOG_LEVEL: 'info' }, proxy, (line) => lines.push(line));
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () => mf.dispatchFetch('http://worker/readyz').then((r) => r.status)),
+    );
+    expect(answers).toEqual(Array(20).fill(200));
+    await until(
+      async () => lines.filter((l) => l.msg === 'isolate booted').length,
+      (n) => n > 0,
+      5000,
+    );
+    expect(lines.filter((l) => String(l.msg).startsWith('isolate boot')).map((l) => l.msg)).toEqual([
+      'isolate booted',
+    ]);
   });
 
   const xeroBindings = () => ({

@@ -4,11 +4,11 @@ import { sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Organization } from '../src/app/api-key-index.js';
 import type { AuthEnv } from '../src/app/auth.js';
 import { connectionRoutes } from '../src/app/connections/routes.js';
 import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
-import type { Organization } from '../src/app/registry.js';
 import {
   CredentialsState,
   type RefreshTickDeps,
@@ -178,12 +178,12 @@ describe('one grant with three tenants', () => {
     const app = new Hono<AuthEnv>();
     app.use(async (c, next) => {
       c.set('organization', { id: org.id, name: org.name } as Organization);
+      c.set('database', handle);
+      c.set('schedule', () => {});
+      c.set('idempotent', (fn) => fn(handle.db));
       await next();
     });
-    app.route(
-      '/',
-      connectionRoutes({ database: handle, xero: createXeroClient(xeroConfigFor(sandbox)), box, log }),
-    );
+    app.route('/', connectionRoutes({ xero: createXeroClient(xeroConfigFor(sandbox)), box, log }));
     const xeroGrant = sandbox.state.identity.grant(authEventId);
     const before = stats();
 

@@ -1,18 +1,19 @@
 import { createMiddleware } from 'hono/factory';
+import type { RequestScope } from '../platform/module.js';
+import type { ApiKeyIndex, Organization } from './api-key-index.js';
 import { API_KEY_PREFIX, hashApiKey } from './api-keys.js';
 import { ApiError } from './errors.js';
-import type { Organization, Registry } from './registry.js';
 
-export type AuthEnv = { Variables: { organization: Organization } };
+export type AuthEnv = { Variables: RequestScope & { organization: Organization } };
 
 // The key is hashed before the lookup, so the map lookup's timing depends on a sha256 digest the
 // caller cannot steer, never on how many characters of a real key they guessed.
-export function requireApiKey(registry: Registry) {
+export function requireApiKey(apiKeys: ApiKeyIndex) {
   return createMiddleware<AuthEnv>(async (c, next) => {
     const header = c.req.header('authorization') ?? '';
     const match = /^Bearer (\S+)$/.exec(header);
     const key = match?.[1];
-    const organization = key?.startsWith(API_KEY_PREFIX) ? registry.byKeyHash(hashApiKey(key)) : undefined;
+    const organization = key?.startsWith(API_KEY_PREFIX) ? apiKeys.byKeyHash(hashApiKey(key)) : undefined;
     if (!organization)
       throw new ApiError(401, 'unauthorized', 'a valid API key is required (Authorization: Bearer <key>)');
     c.set('organization', organization);

@@ -1,12 +1,10 @@
+import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { errorCode } from '../platform/error-chain.js';
+import { errorBody, type FieldError } from '../platform/http/error-body.js';
+import type { Logger } from '../platform/log.js';
 
-// One JSON shape for every error the API returns: {"error":{"code","message","fields"?}}.
-
-export interface FieldError {
-  path: string;
-  message: string;
-}
+export { errorBody, type FieldError };
 
 export class ApiError extends Error {
   override name = 'ApiError';
@@ -18,10 +16,6 @@ export class ApiError extends Error {
   ) {
     super(message);
   }
-}
-
-export function errorBody(code: string, message: string, fields?: FieldError[]) {
-  return { error: { code, message, ...(fields ? { fields } : {}) } };
 }
 
 /**
@@ -38,4 +32,18 @@ export function refusedInput(err: unknown): ApiError | undefined {
     'invalid_input',
     `the database refused a value in this request (SQLSTATE ${code})`,
   );
+}
+
+/** The app's own errors as answers; anything else is left to the platform (a 503 or a 500). */
+export function answerAppError(err: Error, c: Context, log: Logger): Response | undefined {
+  if (err instanceof ApiError) return c.json(errorBody(err.code, err.message, err.fields), err.status);
+  const refused = refusedInput(err);
+  if (!refused) return undefined;
+  // Worth a look (validation let it through), but the client's fault: warn, not error.
+  log.warn('request refused by the database: invalid input', {
+    method: c.req.method,
+    path: c.req.path,
+    sqlstate: errorCode(err),
+  });
+  return c.json(errorBody(refused.code, refused.message), 422);
 }

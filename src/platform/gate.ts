@@ -1,5 +1,6 @@
 // The readiness gate: closed while booting, open once late in boot, closed again for good when
-// shutdown begins. Transitions only move forward so a late boot step cannot reopen a draining server.
+// shutdown begins: nothing reopens a draining server. A failed boot may be retried (a Worker isolate
+// retries after a back-off), so a later success opens a failed gate.
 
 export type GateState = 'booting' | 'ok' | 'draining' | 'failed';
 
@@ -15,7 +16,7 @@ export class ReadinessGate {
   }
 
   open(): void {
-    if (this.#state === 'booting') this.#state = 'ok';
+    if (this.#state === 'booting' || this.#state === 'failed') this.#state = 'ok';
   }
 
   drain(): void {

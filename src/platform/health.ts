@@ -1,10 +1,18 @@
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import type { ProbeResult } from './db/probe.js';
 import type { ReadinessGate } from './gate.js';
+import { errorBody } from './http/error-body.js';
+
+/** The write probe as readiness uses it. */
+export interface Probe {
+  check(): Promise<ProbeResult>;
+  readonly last: ProbeResult | undefined;
+}
 
 export interface HealthOptions {
   gate: ReadinessGate;
-  probe: { check(): Promise<ProbeResult>; readonly last: ProbeResult | undefined };
+  /** This request's probe (one per process; on Workers, one per request: its I/O belongs to it). */
+  probe(c: Context): Probe;
 }
 
 /** Liveness: answered without touching anything (no database, no log context, no span). */
@@ -12,6 +20,12 @@ export const LIVENESS_PATHS: ReadonlySet<string> = new Set(['/livez', '/health',
 
 const LIVE = JSON.stringify({ status: 'ok' });
 const noStore = { 'cache-control': 'no-store' };
+
+/** The liveness answer, the same from every runtime's fast path and from the routes. */
+export const liveResponse = (method: string): Response =>
+  new Response(method === 'HEAD' ? null : LIVE, {
+    headers: { 'content-type': 'application/json', ...noStore },
+  });
 
 /**
  * The methods a probe route answers. Hono answers HEAD from the GET route (without the body). OPTIONS
@@ -26,10 +40,10 @@ export const PROBE_METHODS = 'GET, HEAD, OPTIONS';
  * API's error shape: a checker configured with POST learns what is wrong instead of seeing a 404.
  */
 export function methodNotAllowed(allow: string = PROBE_METHODS): Response {
-  return Response.json(
-    { error: { code: 'method_not_allowed', message: `use ${allow.replace(/, ([^,]*)$/, ' or $1')}` } },
-    { status: 405, headers: { allow, ...noStore } },
-  );
+  return Response.json(errorBody('method_not_allowed', `use ${allow.replace(/, ([^,]*)$/, ' or $1')}`), {
+    status: 405,
+    headers: { allow, ...noStore },
+  });
 }
 
 export const isProbeMethod = (method: string) =>
@@ -39,8 +53,7 @@ export function healthRoutes({ gate, probe }: HealthOptions): Hono {
   const routes = new Hono();
 
   // Liveness touches nothing: a database outage must never make the orchestrator kill the process.
-  const live = () => new Response(LIVE, { headers: { 'content-type': 'application/json', ...noStore } });
-  for (const path of LIVENESS_PATHS) routes.on(['GET', 'OPTIONS'], path, live);
+  for (const path of LIVENESS_PATHS) routes.on(['GET', 'OPTIONS'], path, (c) => liveResponse(c.req.method));
 
   // Readiness is the gate AND a fresh write probe; a read-only database is not ready.
   routes.on(['GET', 'OPTIONS'], '/readyz', async (c) => {
@@ -48,7 +61,8 @@ export function healthRoutes({ gate, probe }: HealthOptions): Hono {
     // A draining or failed server is unavailable whatever the database says: answer at once with
     // the last known database status instead of waiting on a probe.
     const settled = boot === 'draining' || boot === 'failed';
-    const database = settled && probe.last ? probe.last : await probe.check();
+    const requestProbe = probe(c);
+    const database = settled && requestProbe.last ? requestProbe.last : await requestProbe.check();
     const ready = boot === 'ok' && database.status === 'ok';
     const body: Record<string, unknown> = {
       status: ready ? 'ok' : 'unavailable',

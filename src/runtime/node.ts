@@ -1,30 +1,4 @@
-import { hostname } from 'node:os';
-import { startServer } from '../app/server.js';
-import { listenNode } from './node-listener.js';
+import { honestHealth } from '../app/module.js';
+import { runOnNode } from '../platform/runtimes/node.js';
 
-const SIGNALS = ['SIGTERM', 'SIGINT'] as const;
-const listeners: Record<(typeof SIGNALS)[number], () => void> = { SIGTERM: () => {}, SIGINT: () => {} };
-
-await startServer({
-  name: 'node',
-  version: process.versions.node,
-  env: process.env,
-  listen: listenNode,
-  instanceId: process.env.FLY_MACHINE_ID ?? hostname(),
-  exit: (code) => process.exit(code),
-  onSignal: (handler) => {
-    for (const signal of SIGNALS) {
-      listeners[signal] = () => handler(signal);
-      process.on(signal, listeners[signal]);
-    }
-  },
-  // With no listener left, Node restores the default action: the signal terminates the process.
-  whileSignalsKill: async (fn) => {
-    for (const signal of SIGNALS) process.off(signal, listeners[signal]);
-    try {
-      return await fn();
-    } finally {
-      for (const signal of SIGNALS) process.on(signal, listeners[signal]);
-    }
-  },
-});
+await runOnNode(honestHealth);

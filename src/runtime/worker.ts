@@ -1,5 +1,6 @@
-import { createWorkerHandlers } from '../app/edge.js';
+import { honestHealth } from '../app/module.js';
+import { createIsolateHandlers } from '../platform/lifecycle/isolate.js';
 
-const { fetch, scheduled } = createWorkerHandlers();
+const { fetch, scheduled } = createIsolateHandlers(honestHealth);
 
 export default { fetch, scheduled };

@@ -1,26 +1,23 @@
 import { Hono } from 'hono';
-import type { DatabaseHandle } from '../../platform/db/handle.js';
-import { withPoisonRetry } from '../../platform/db/poison-retry.js';
 import type { Logger } from '../../platform/log.js';
 import type { SecretBox } from '../../platform/secret-box.js';
-import { requireApiKey } from '../auth.js';
+import type { ApiKeyIndex } from '../api-key-index.js';
+import { type AuthEnv, requireApiKey } from '../auth.js';
 import type { XeroConfig } from '../config.js';
 import { ApiError } from '../errors.js';
-import type { Registry } from '../registry.js';
 import { authEventIdOf, type XeroClient } from '../xero/client.js';
 import { saveGrant } from './grants.js';
 import { consumeState, issueState } from './oauth-state.js';
 import { missingInvoiceScope } from './scopes.js';
 
 export interface ConnectRoutesDeps {
-  database: DatabaseHandle;
-  registry: Registry;
+  apiKeys: ApiKeyIndex;
   xero: XeroClient;
   config: XeroConfig;
   box: SecretBox;
   log: Logger;
-  /** Called once a connection is stored: invoices that waited for one can be pushed now. */
-  onConnected: () => void;
+  /** Scheduled once a connection is stored: invoices that waited for one can be pushed now. */
+  pushTick: string;
 }
 
 /**
@@ -29,16 +26,14 @@ export interface ConnectRoutesDeps {
  * exchanged for tokens that are stored encrypted, one connection per tenant the user approved.
  */
 export function connectRoutes(deps: ConnectRoutesDeps) {
-  const { database, config, xero, box, log } = deps;
-  const run = <T>(fn: Parameters<typeof withPoisonRetry<T>>[1]) =>
-    withPoisonRetry(database, fn, { retry: true, source: 'request', log });
-  const routes = new Hono();
+  const { config, xero, box, log } = deps;
+  const routes = new Hono<AuthEnv>();
 
-  routes.get('/xero', requireApiKey(deps.registry), async (c) => {
+  routes.get('/xero', requireApiKey(deps.apiKeys), async (c) => {
     if (!config.clientId)
       throw new ApiError(503, 'xero_not_configured', 'Xero is not configured on this server');
     const organization = c.get('organization');
-    const state = await run((db) => issueState(db, organization.id));
+    const state = await c.var.idempotent((db) => issueState(db, organization.id));
     const url = new URL(config.authorizeUrl);
     url.search = new URLSearchParams({
       response_type: 'code',
@@ -59,7 +54,7 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
         ...(state ? [] : [{ path: 'state', message: 'required' }]),
       ]);
     }
-    const organizationId = await run((db) => consumeState(db, state));
+    const organizationId = await c.var.idempotent((db) => consumeState(db, state));
     if (!organizationId)
       throw new ApiError(400, 'invalid_state', 'the state is unknown, used or expired; start again');
     const exchanged = await xero.exchangeCode(code, config.redirectUri);
@@ -106,7 +101,7 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
         'Xero did not list the approved tenants; start again',
       );
     });
-    const saved = await run((db) =>
+    const saved = await c.var.idempotent((db) =>
       saveGrant(db, box, { organizationId, authEventId, scope: tokens.scope ?? null, tokens, tenants }),
     );
     for (const r of saved.refused) {
@@ -120,7 +115,7 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
       tenants: saved.connected.length,
       refused: saved.refused.length,
     });
-    if (saved.connected.length > 0) deps.onConnected();
+    if (saved.connected.length > 0) c.var.schedule(deps.pushTick);
     return c.json({ connected: saved.connected, refused: saved.refused });
   });
 

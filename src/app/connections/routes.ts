@@ -1,9 +1,6 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { uuid } from 'zod/mini';
-import type { DatabaseHandle } from '../../platform/db/handle.js';
-import { withPoisonRetry } from '../../platform/db/poison-retry.js';
-import type { Database } from '../../platform/db/types.js';
 import type { Logger } from '../../platform/log.js';
 import type { SecretBox } from '../../platform/secret-box.js';
 import { validate } from '../../platform/validate.js';
@@ -14,7 +11,6 @@ import type { XeroClient } from '../xero/client.js';
 import { tokenContext } from './grants.js';
 
 export interface ConnectionRoutesDeps {
-  database: DatabaseHandle;
   xero: XeroClient;
   box: SecretBox;
   log: Logger;
@@ -30,14 +26,12 @@ const view = {
   createdAt: xeroConnections.createdAt,
 };
 
-export function connectionRoutes({ database, xero, box, log }: ConnectionRoutesDeps) {
+export function connectionRoutes({ xero, box, log }: ConnectionRoutesDeps) {
   const routes = new Hono<AuthEnv>();
-  const run = <T>(fn: (db: Database) => Promise<T>) =>
-    withPoisonRetry(database, fn, { retry: true, source: 'request', log });
 
   routes.get('/', async (c) => {
     const organization = c.get('organization');
-    const rows = await run((db) =>
+    const rows = await c.var.idempotent((db) =>
       db
         .select(view)
         .from(xeroConnections)
@@ -56,7 +50,7 @@ export function connectionRoutes({ database, xero, box, log }: ConnectionRoutesD
     const id = c.req.param('id');
     const organization = c.get('organization');
     if (!validate(uuid(), id).success) throw new ApiError(404, 'not_found', 'no such connection');
-    const removed = await run(async (db) => {
+    const removed = await c.var.idempotent(async (db) => {
       const [row] = await db
         .delete(xeroConnections)
         .where(and(eq(xeroConnections.id, id), eq(xeroConnections.organizationId, organization.id)))

@@ -1,9 +1,5 @@
 import { Hono } from 'hono';
 import { coerce, int, maximum, minimum, optional, strictObject, string, uuid, enum as zenum } from 'zod/mini';
-import type { DatabaseHandle } from '../../platform/db/handle.js';
-import { withPoisonRetry } from '../../platform/db/poison-retry.js';
-import type { Database } from '../../platform/db/types.js';
-import type { Logger } from '../../platform/log.js';
 import { sha256Hex } from '../../platform/sha256.js';
 import { validate } from '../../platform/validate.js';
 import type { AuthEnv } from '../auth.js';
@@ -19,16 +15,12 @@ const DEFAULT_PAGE = 50;
 const MAX_PAGE = 200;
 
 export interface InvoiceRoutesDeps {
-  database: DatabaseHandle;
-  log: Logger;
-  onQueued: () => void;
+  /** The tick that pushes a queued invoice: scheduled at once, not left for its next interval. */
+  pushTick: string;
 }
 
-export function invoiceRoutes({ database, log, onQueued }: InvoiceRoutesDeps) {
+export function invoiceRoutes({ pushTick }: InvoiceRoutesDeps) {
   const routes = new Hono<AuthEnv>();
-  // Reads and idempotent writes may run once more on a fresh pool after a failover.
-  const run = <T>(fn: (db: Database) => Promise<T>) =>
-    withPoisonRetry(database, fn, { retry: true, source: 'request', log });
 
   routes.post(
     '/',
@@ -70,7 +62,9 @@ export function invoiceRoutes({ database, log, onQueued }: InvoiceRoutesDeps) {
       const input = parsed.data;
       const hash = sha256Hex(JSON.stringify(input));
       const organization = c.get('organization');
-      const { push, created } = await run((db) => createPush(db, organization.id, key, input, hash));
+      const { push, created } = await c.var.idempotent((db) =>
+        createPush(db, organization.id, key, input, hash),
+      );
       if (!created && push.requestHash !== hash) {
         throw new ApiError(
           409,
@@ -78,7 +72,7 @@ export function invoiceRoutes({ database, log, onQueued }: InvoiceRoutesDeps) {
           'this Idempotency-Key was used with a different body',
         );
       }
-      if (created && push.status === 'queued') onQueued();
+      if (created && push.status === 'queued') c.var.schedule(pushTick);
       return c.json(pushView(push), created ? 202 : 200);
     },
   );
@@ -87,7 +81,7 @@ export function invoiceRoutes({ database, log, onQueued }: InvoiceRoutesDeps) {
     const id = c.req.param('id');
     const organization = c.get('organization');
     const push = validate(uuid(), id).success
-      ? await run((db) => findPush(db, organization.id, id))
+      ? await c.var.idempotent((db) => findPush(db, organization.id, id))
       : undefined;
     if (!push) throw new ApiError(404, 'not_found', 'no such invoice');
     return c.json(pushView(push));
@@ -116,7 +110,9 @@ export function invoiceRoutes({ database, log, onQueued }: InvoiceRoutesDeps) {
     }
     const organization = c.get('organization');
     // One extra row tells whether another page exists without a count query.
-    const rows = await run((db) => listPushes(db, organization.id, { status, after, limit: limit + 1 }));
+    const rows = await c.var.idempotent((db) =>
+      listPushes(db, organization.id, { status, after, limit: limit + 1 }),
+    );
     const page = rows.slice(0, limit);
     const last = page.at(-1);
     return c.json({

@@ -1,7 +1,5 @@
-import type { Scheduler } from '../../platform/jobs/scheduler.js';
-import type { TickRunner } from '../../platform/jobs/tick.js';
-import type { MonitoredTick } from '../../platform/jobs/tick-health.js';
 import type { Logger } from '../../platform/log.js';
+import type { AppTick } from '../../platform/module.js';
 import type { SecretBox } from '../../platform/secret-box.js';
 import type { AppConfig } from '../config.js';
 import { AccessTokenCache } from '../connections/grants.js';
@@ -53,23 +51,17 @@ export function createTicks({ config, xero, box, owner, log }: TickSetup) {
   };
 }
 
-/** The ticks that run with this configuration, as tick health watches them: none without Xero. */
-export function enabledTicks(config: AppConfig): MonitoredTick[] {
-  if (!config.xero.clientId) return [];
-  return Object.values(TICKS).map((name) => ({ name, intervalMs: config.tickIntervalMs }));
-}
-
-export function registerTicks(scheduler: Scheduler, runTick: TickRunner, setup: TickSetup): void {
+/**
+ * The ticks this configuration runs, built once per process or isolate (their token cache and
+ * credential state with them): none without Xero. Token refresh comes first, the order a cron
+ * invocation runs them in: a push with an expired token would only be deferred.
+ */
+export function appTicks(setup: TickSetup): AppTick[] {
   if (!setup.config.xero.clientId) {
     setup.log.warn('Xero is not configured (XERO_CLIENT_ID): the push and token-refresh ticks are off');
-    return;
+    return [];
   }
   const ticks = createTicks(setup);
-  for (const [name, tick] of Object.entries(ticks)) {
-    scheduler.register({
-      name,
-      intervalMs: setup.config.tickIntervalMs,
-      run: async () => void (await runTick<unknown>(name, tick)),
-    });
-  }
+  const intervalMs = setup.config.tickIntervalMs;
+  return [TICKS.refresh, TICKS.push].map((name) => ({ name, intervalMs, run: ticks[name] }));
 }

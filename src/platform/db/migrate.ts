@@ -29,7 +29,7 @@ export type MigrateOptions = LockWaitOptions;
  */
 export async function migrate(
   pool: DatabasePool,
-  migrations: Migration[],
+  migrations: readonly Migration[],
   log: Logger,
   options: MigrateOptions = {},
 ): Promise<MigrateResult> {

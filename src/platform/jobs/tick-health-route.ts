@@ -1,4 +1,4 @@
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import type { DatabasePool } from '../db/types.js';
 import type { Logger } from '../log.js';
 import { hasMetricsToken, unauthorized } from '../metrics/route.js';
@@ -10,7 +10,7 @@ export const TICK_HEALTH_PATH = '/healthz/ticks';
 
 export interface TickHealthEndpoint {
   /** The pool to read from: the probe's on Node and Bun, so a busy application pool cannot stall it. */
-  pool(): DatabasePool;
+  pool(c: Context): DatabasePool;
   /** The ticks enabled here, with their intervals. */
   ticks: readonly MonitoredTick[];
   policy: TickHealthPolicy;
@@ -34,7 +34,7 @@ export function tickHealthRoutes(endpoint: TickHealthEndpoint): Hono {
     const headers = { 'cache-control': 'no-store' };
     try {
       const snapshot = await withTimeout(
-        readTickHealth(endpoint.pool()),
+        readTickHealth(endpoint.pool(c)),
         endpoint.timeoutMs,
         'reading tick health',
       );

@@ -10,40 +10,44 @@ import type { TickMonitor } from './tick-monitor.js';
 
 export type TickFn<T> = (db: Database) => Promise<T>;
 
-export type TickRunner = <T>(name: string, fn: TickFn<T>) => Promise<T | undefined>;
+/** Where a run goes: the process's handle and monitor, or on Workers the invocation's. */
+export interface TickTarget {
+  database: DatabaseHandle;
+  /** Records each run (tick health, Sentry check-ins, heartbeats); never delays or fails it. */
+  monitor?: TickMonitor;
+}
+
+export type TickRunner = <T>(name: string, fn: TickFn<T>, target: TickTarget) => Promise<T | undefined>;
 
 export interface TickRunnerOptions {
   telemetry?: Telemetry;
   /** Sees each successful run's result (the app turns token-refresh counts into metrics). */
   onResult?: (name: string, result: unknown) => void;
-  /** Records each run (tick health, Sentry check-ins, heartbeats); never delays or fails it. */
-  monitor?: TickMonitor;
 }
 
 /**
- * runTick(name, fn): runs a scheduled tick. A pool-poisoning error (the failover case) disposes the
+ * runTick(name, fn, target): runs a scheduled tick. A pool-poisoning error (the failover case) disposes the
  * pool and runs the tick exactly once more on a fresh one; a second failure, or any other error,
  * propagates after being logged as `tick crashed` (a warning, unreported, when it is the failover). The same tick never runs twice at
- * once in this process: a call while it runs is skipped (undefined).
+ * once in this process or isolate: a call while it runs is skipped (undefined).
  * Each run is a span (its queries nest under it), is counted by outcome (ok, retried, crashed,
  * skipped) with its duration, and every line it logs carries the tick's name and run id.
  */
 export function createTickRunner(
-  database: DatabaseHandle,
   log: Logger,
   errors: ErrorTracker,
   options: TickRunnerOptions = {},
 ): TickRunner {
   const telemetry = options.telemetry ?? noTelemetry;
   const running = new Set<string>();
-  return async (name, fn) => {
+  return async (name, fn, { database, monitor }) => {
     if (running.has(name)) {
       log.debug('tick skipped: still running', { tick: name });
       telemetry.metrics.tick(name, 'skipped', 0);
       return undefined;
     }
     running.add(name);
-    const monitored = options.monitor?.start(name);
+    const monitored = monitor?.start(name);
     const runId = crypto.randomUUID().slice(0, 8);
     const tickLog = log.child({ tick: name, run_id: runId });
     const started = performance.now();

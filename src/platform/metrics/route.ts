@@ -1,12 +1,13 @@
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import { methodNotAllowed } from '../health.js';
+import { errorBody } from '../http/error-body.js';
 
 const SCRAPE_METHODS = 'GET, HEAD, OPTIONS';
 
 import { PROMETHEUS_CONTENT_TYPE } from './registry.js';
 
 export interface MetricsEndpoint {
-  render(): Promise<string>;
+  render(c: Context): Promise<string>;
   /** When set, GET /metrics requires `Authorization: Bearer <token>`. */
   token: string | undefined;
 }
@@ -15,7 +16,7 @@ export function metricsRoutes(endpoint: MetricsEndpoint): Hono {
   const routes = new Hono();
   routes.get('/metrics', async (c) => {
     if (!hasMetricsToken(c.req.header('authorization'), endpoint.token)) return unauthorized();
-    return c.body(await endpoint.render(), 200, {
+    return c.body(await endpoint.render(c), 200, {
       'content-type': PROMETHEUS_CONTENT_TYPE,
       'cache-control': 'no-store',
     });
@@ -32,10 +33,10 @@ export function hasMetricsToken(authorization: string | undefined, token: string
 }
 
 export const unauthorized = () =>
-  Response.json(
-    { error: { code: 'unauthorized', message: 'a metrics token is required' } },
-    { status: 401, headers: { 'www-authenticate': 'Bearer' } },
-  );
+  Response.json(errorBody('unauthorized', 'a metrics token is required'), {
+    status: 401,
+    headers: { 'www-authenticate': 'Bearer' },
+  });
 
 // Compares every character whatever the first difference, so the time taken says nothing about the token.
 function sameSecret(given: string | undefined, expected: string): boolean {

@@ -1,8 +1,8 @@
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
-import type { Listen } from '../app/server.js';
-import { connectionCap, descriptorLimit } from '../platform/http/connection-cap.js';
-import { guardConnections } from '../platform/http/node-connections.js';
+import { connectionCap, descriptorLimit } from '../http/connection-cap.js';
+import type { Listen } from '../http/listener.js';
+import { guardConnections } from '../http/node-connections.js';
 
 export const listenNode: Listen = (fetch, { port, host, http: limits, defaultHost, log }) =>
   new Promise((resolve, reject) => {

@@ -1,5 +1,5 @@
-import type { FetchHandler, Listen } from '../app/server.js';
-import { descriptorLimit } from '../platform/http/connection-cap.js';
+import { descriptorLimit } from '../http/connection-cap.js';
+import type { FetchHandler, Listen } from '../http/listener.js';
 
 // The slice of Bun's API this file uses, declared here rather than taken from @types/bun: Bun's types
 // are global (a `/// <reference types="bun" />` or a tsconfig `types` entry applies them to every

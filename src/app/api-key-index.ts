@@ -10,12 +10,8 @@ export interface Organization {
  * The organizations that ingress routes against, keyed by API key hash. Loaded at boot (a hard
  * step: a server that cannot authenticate anyone must not report ready).
  */
-export class Registry {
+export class ApiKeyIndex {
   #byKeyHash = new Map<string, Organization>();
-
-  get size(): number {
-    return this.#byKeyHash.size;
-  }
 
   byKeyHash(hash: string): Organization | undefined {
     return this.#byKeyHash.get(hash);

@@ -1,0 +1,68 @@
+import { ConfigError } from '../platform/config.js';
+import type { AppModule } from '../platform/module.js';
+import { createSecretBox } from '../platform/secret-box.js';
+import { ApiKeyIndex } from './api-key-index.js';
+import type { AuthEnv } from './auth.js';
+import { type AppConfig, loadAppConfig } from './config.js';
+import { answerAppError } from './errors.js';
+import { observeQueueDepth } from './metrics/queue-depth.js';
+import { tokenRefreshCounter } from './metrics/token-refreshes.js';
+import { latestMigrationAt, migrations } from './migrations.gen.js';
+import { appRoutes } from './routes.js';
+import type { RefreshTickResult } from './ticks/refresh-tokens.js';
+import { appTicks, TICKS } from './ticks/register.js';
+import { createXeroClient } from './xero/client.js';
+
+const DEV_TOKEN_KEY_PATH = '.data/token-encryption-key';
+
+/**
+ * honest-health as the platform runs it: invoices queued over the API and pushed to Xero by two
+ * ticks, organizations authenticated by API key.
+ */
+export const honestHealth: AppModule<AppConfig, AuthEnv> = {
+  loadConfig: loadAppConfig,
+  tickNames: Object.values(TICKS),
+  migrations,
+  latestMigrationAt,
+  async create(config, { lifecycle, instanceId, log, embedded }) {
+    let tokenKey = config.tokenEncryptionKey;
+    if (tokenKey === undefined) {
+      // Configuration allows this only with the embedded database, which Workers never use.
+      if (lifecycle === 'isolate' || !embedded) {
+        throw new ConfigError([
+          `TOKEN_ENCRYPTION_KEY is required ${lifecycle === 'isolate' ? 'on Workers' : 'when DATABASE_URL is set'}`,
+        ]);
+      }
+      const { developmentKey } = await import('./dev-key.js');
+      const dev = developmentKey(DEV_TOKEN_KEY_PATH);
+      tokenKey = dev.key;
+      log.warn('using a development token encryption key; set TOKEN_ENCRYPTION_KEY for real data', {
+        path: DEV_TOKEN_KEY_PATH,
+        created: dev.created,
+      });
+    }
+    const box = await createSecretBox(tokenKey);
+    const xero = createXeroClient(config.xero);
+    const apiKeys = new ApiKeyIndex();
+    // A lease holder is this replica plus a boot nonce: a restarted process never mistakes an old lease for its own.
+    const owner = lifecycle === 'isolate' ? instanceId : `${instanceId}:${crypto.randomUUID().slice(0, 8)}`;
+    return {
+      routes: appRoutes({ apiKeys, xero, xeroConfig: config.xero, box, log, pushTick: TICKS.push }),
+      onError: (err, c) => answerAppError(err, c, log),
+      ticks: appTicks({ config, xero, box, owner, log }),
+      indexes: [{ name: 'registry', load: (db) => apiKeys.load(db) }],
+      metrics: {
+        gauges: (registry, { probeDatabase, timeoutMs }) =>
+          observeQueueDepth(registry, probeDatabase, timeoutMs),
+        counters: (registry) => {
+          const countRefreshes = tokenRefreshCounter(registry);
+          return {
+            tickResult: (tick, result) => {
+              if (tick === TICKS.refresh) countRefreshes(result as RefreshTickResult);
+            },
+          };
+        },
+      },
+    };
+  },
+};

@@ -1,0 +1,32 @@
+import { Hono } from 'hono';
+import type { Logger } from '../platform/log.js';
+import type { SecretBox } from '../platform/secret-box.js';
+import type { ApiKeyIndex } from './api-key-index.js';
+import { type AuthEnv, requireApiKey } from './auth.js';
+import type { XeroConfig } from './config.js';
+import { connectRoutes } from './connections/connect-routes.js';
+import { connectionRoutes } from './connections/routes.js';
+import { invoiceRoutes } from './invoices/routes.js';
+import type { XeroClient } from './xero/client.js';
+
+export interface AppRoutesDeps {
+  apiKeys: ApiKeyIndex;
+  xero: XeroClient;
+  xeroConfig: XeroConfig;
+  box: SecretBox;
+  log: Logger;
+  /** The tick that pushes invoices: new work (an invoice, a connection) schedules it at once. */
+  pushTick: string;
+}
+
+/** The app's routes: the Xero connect flow and the API behind an API key. */
+export function appRoutes({ apiKeys, xero, xeroConfig, box, log, pushTick }: AppRoutesDeps): Hono<AuthEnv> {
+  const app = new Hono<AuthEnv>();
+  app.route('/connect', connectRoutes({ apiKeys, xero, config: xeroConfig, box, log, pushTick }));
+  const api = new Hono<AuthEnv>();
+  api.use('*', requireApiKey(apiKeys));
+  api.route('/invoices', invoiceRoutes({ pushTick }));
+  api.route('/connections', connectionRoutes({ xero, box, log }));
+  app.route('/api', api);
+  return app;
+}

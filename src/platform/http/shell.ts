@@ -1,0 +1,102 @@
+import { type Context, Hono } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import type { DatabaseHandle } from '../db/handle.js';
+import { isPoolExhausted, poisonReason } from '../db/poison.js';
+import { DatabaseUnavailableError, withPoisonRetry } from '../db/poison-retry.js';
+import type { WriteProbe } from '../db/probe.js';
+import type { ErrorTracker } from '../error-tracking.js';
+import type { ReadinessGate } from '../gate.js';
+import { healthRoutes } from '../health.js';
+import { type TickHealthEndpoint, tickHealthRoutes } from '../jobs/tick-health-route.js';
+import type { Logger } from '../log.js';
+import { metricsRoutes } from '../metrics/route.js';
+import type { AppEnv, AppInstance, RequestScope } from '../module.js';
+import { currentRequestId, observeRequests } from '../telemetry/requests.js';
+import type { Telemetry } from '../telemetry/telemetry.js';
+import { errorBody } from './error-body.js';
+
+/** What the lifecycle hands each request (as Hono's `env`): the app's scope and the platform's parts. */
+export interface ServedScope {
+  database: DatabaseHandle;
+  /** The probe's own handle (tick health and scrapes read through it). */
+  probeDatabase: DatabaseHandle;
+  probe: WriteProbe;
+  schedule(tick: string): void;
+}
+
+export type ShellEnv = { Bindings: ServedScope; Variables: RequestScope };
+
+export interface ShellOptions<E extends AppEnv> {
+  app: AppInstance<E>;
+  gate: ReadinessGate;
+  log: Logger;
+  errors: ErrorTracker;
+  telemetry: Telemetry;
+  metrics: { token: string | undefined; render(scope: ServedScope): Promise<string> };
+  tickHealth: Omit<TickHealthEndpoint, 'pool'>;
+}
+
+/**
+ * The platform's HTTP surface around the app's routes, built once per process or isolate: request
+ * ids, spans and counts; liveness, readiness, /metrics and /healthz/ticks; the request's database in
+ * the context; and the answers to errors the app leaves alone (a database outage 503, a bug 500).
+ * Call its fetch with the request's ServedScope as the env.
+ */
+export function createShell<E extends AppEnv>(options: ShellOptions<E>): Hono<ShellEnv> {
+  const { app, gate, log, errors } = options;
+  const shell = new Hono<ShellEnv>();
+  shell.use('*', observeRequests(options.telemetry));
+  const scope = (c: Context): ServedScope => c.env;
+  shell.route('/', healthRoutes({ gate, probe: (c) => scope(c).probe }));
+  shell.route(
+    '/',
+    metricsRoutes({ token: options.metrics.token, render: (c) => options.metrics.render(scope(c)) }),
+  );
+  shell.route('/', tickHealthRoutes({ ...options.tickHealth, pool: (c) => scope(c).probeDatabase.pool }));
+  shell.use('*', async (c, next) => {
+    const { database, schedule } = c.env;
+    c.set('database', database);
+    c.set('schedule', schedule);
+    c.set('idempotent', (fn) => withPoisonRetry(database, fn, { retry: true, source: 'request', log }));
+    await next();
+  });
+  shell.route('/', app.routes);
+
+  shell.notFound((c) => c.json(errorBody('not_found', 'no such route'), 404));
+  shell.onError((err, c) => {
+    const answered = app.onError?.(err, c);
+    if (answered) return answered;
+    if (err instanceof HTTPException) return c.json(errorBody('bad_request', err.message), err.status);
+    return databaseUnavailable(err, c, log) ?? internalError(err, c, log, errors);
+  });
+  return shell;
+}
+
+// A failover in progress: the pool is already rebuilt, the client should simply come back.
+function databaseUnavailable(err: Error, c: Context<ShellEnv>, log: Logger): Response | undefined {
+  const reason = err instanceof DatabaseUnavailableError ? err.reason : poisonReason(err);
+  if (reason === undefined && !isPoolExhausted(err)) return undefined;
+  if (reason !== undefined && !(err instanceof DatabaseUnavailableError)) {
+    // Like every other poisoned call: the episode counts it and damps the disposal (episode.ts).
+    const database = c.env.database;
+    database.episodes.sign('poison', reason, 'request');
+    void database.dispose(`poison in request: ${reason}`);
+  }
+  // Info: the failover episode is the warning, once (platform/db/episode.ts); this is one of many.
+  log.info('request failed: database unavailable', {
+    method: c.req.method,
+    path: c.req.path,
+    reason: reason ?? 'pool exhausted',
+  });
+  return c.json(errorBody('database_unavailable', 'the database is unavailable; retry shortly'), 503, {
+    'retry-after': '1',
+  });
+}
+
+// Anything else is a bug: logged and reported in full, answered without details.
+function internalError(err: Error, c: Context<ShellEnv>, log: Logger, errors: ErrorTracker): Response {
+  log.error('unhandled request error', { method: c.req.method, path: c.req.path, err });
+  const requestId = currentRequestId();
+  errors.capture(err, { path: c.req.path, ...(requestId ? { request_id: requestId } : {}) });
+  return c.json(errorBody('internal', 'internal error'), 500);
+}

@@ -1,0 +1,415 @@
+import type { Hono } from 'hono';
+import { type Config, ConfigError, type Env, loadAll, loadConfig } from '../config.js';
+import { createNeonDriver } from '../db/drivers/neon.js';
+import { FailoverEpisodes } from '../db/episode.js';
+import { DatabaseHandle } from '../db/handle.js';
+import { schemaState } from '../db/migrate.js';
+import { WriteProbe } from '../db/probe.js';
+import { errorCode } from '../error-chain.js';
+import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../error-tracking.js';
+import { ReadinessGate } from '../gate.js';
+import { isProbeMethod, LIVENESS_PATHS, liveResponse, methodNotAllowed } from '../health.js';
+import { errorBody } from '../http/error-body.js';
+import { createShell, type ServedScope, type ShellEnv } from '../http/shell.js';
+import { createTickRunner, type TickRunner } from '../jobs/tick.js';
+import type { MonitoredTick, TickHealthPolicy } from '../jobs/tick-health.js';
+import { loadTickHealthConfig, type TickHealthConfig } from '../jobs/tick-health-config.js';
+import { readTickHealth } from '../jobs/tick-health-store.js';
+import { intervalMonitorConfig, TickMonitor } from '../jobs/tick-monitor.js';
+import { createLogger, type Logger } from '../log.js';
+import { withLogContext } from '../log-context.js';
+import { observeDatabase } from '../metrics/db-gauges.js';
+import { createGaugeRegistry } from '../metrics/gauges.js';
+import { observeTickHealth } from '../metrics/tick-gauges.js';
+import type { AppEnv, AppInstance, AppModule } from '../module.js';
+import { loadTelemetryConfig } from '../telemetry/config.js';
+import { requestIdFrom } from '../telemetry/requests.js';
+import { noTelemetry } from '../telemetry/telemetry.js';
+import { TimeoutError, withTimeout } from '../timeout.js';
+
+// The isolate lifecycle (Cloudflare Workers; ARCHITECTURE.md, "Workers"). There is no process to boot:
+// an isolate's first request builds the app once (configuration, the app module, the HTTP shell, the
+// tick runner) and checks what the runtime permits (the schema, the app's indexes). Migrations run
+// from the deploy command. One boot runs at a time: concurrent first requests await the same one
+// (workerd resolves a promise across request contexts: "Implement cross-request context promise
+// resolve handling", workerd's crossContextResolveWorks test). A failed boot is retried after a
+// back-off, and readiness says why it failed until a retry succeeds.
+// An I/O object belongs to the request that made it, so the database handles (and the write probe that
+// holds them) are made per request or cron invocation and closed through waitUntil.
+
+export interface ExecutionContextLike {
+  waitUntil(promise: Promise<unknown>): void;
+}
+
+type Bindings = Record<string, unknown>;
+
+/** Why the isolate's last boot failed, as readiness reports it. */
+export type IsolateBootCause = 'configuration' | 'unreachable' | 'timeout' | 'schema_behind' | 'schema_ahead';
+
+class IsolateBootError extends Error {
+  override name = 'IsolateBootError';
+  constructor(
+    readonly bootCause: IsolateBootCause,
+    message: string,
+    options?: { cause: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+// Every isolate and cron invocation records its runs under one name: on Workers the cron trigger, not
+// an isolate, is what runs a tick, and isolates come and go between invocations.
+const WORKER_INSTANCE = 'worker';
+
+const BOOT_RETRY_MS = [1000, 5000, 30_000];
+
+/** Built once per isolate, at its first boot. */
+interface Isolate<E extends AppEnv> {
+  config: Config;
+  log: Logger;
+  errors: ErrorTracker;
+  app: AppInstance<E>;
+  shell: Hono<ShellEnv>;
+  runTick: TickRunner;
+  episodes: FailoverEpisodes;
+  ticks: MonitoredTick[];
+  tickHealth: TickHealthConfig;
+  /** No startedAtMs: an isolate's start says nothing about whether the cron fires. */
+  tickPolicy: TickHealthPolicy;
+}
+
+interface Invocation {
+  database: DatabaseHandle;
+  probeDatabase: DatabaseHandle;
+  close(): Promise<void>;
+}
+
+interface BootFailureState {
+  cause: IsolateBootCause;
+  retryAt: number;
+  attempts: number;
+}
+
+export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, E>) {
+  const gate = new ReadinessGate();
+  let isolate: Isolate<E> | undefined;
+  let failure: BootFailureState | undefined;
+  let booting: Promise<Isolate<E> | undefined> | undefined;
+  let indexesLoadedAt = 0;
+  /** Counts boot attempts, for the log and the bench. */
+  let attempts = 0;
+
+  const invocation = async (iso: Pick<Isolate<E>, 'config' | 'log' | 'episodes'>): Promise<Invocation> => {
+    // Workers always use Neon: the app over WebSockets unless configured for HTTP; the probe over HTTP.
+    const database =
+      iso.config.database.driver === 'pglite' || iso.config.database.driver === 'pg'
+        ? { ...iso.config.database, driver: 'neon-ws' as const }
+        : iso.config.database;
+    if (!('url' in database)) throw new ConfigError(['DATABASE_URL is required on Workers']);
+    const driver = createNeonDriver(iso.config, database, iso.log);
+    await driver.ready();
+    // Handles live per request, the failover episode per isolate: it damps and counts across requests.
+    const app = new DatabaseHandle(driver, 'app', iso.log, noTelemetry, iso.episodes);
+    const probe = new DatabaseHandle(driver, 'probe', iso.log, noTelemetry, iso.episodes);
+    return {
+      database: app,
+      probeDatabase: probe,
+      close: async () => {
+        await Promise.allSettled([app.close(), probe.close()]);
+      },
+    };
+  };
+
+  const build = async (env: Env): Promise<Isolate<E>> => {
+    const [config, appConfig, tickHealth] = loadAll<[Config, C, TickHealthConfig]>(
+      () => loadConfig({ DATABASE_DRIVER: 'neon-ws', ...env }),
+      () => module.loadConfig(env),
+      () => loadTickHealthConfig(env, module.tickNames),
+    );
+    const log = createLogger(config.logLevel);
+    const errors = config.sentryDsn
+      ? await createErrorTracker(config.sentryDsn).catch(() => disabledErrorTracker)
+      : disabledErrorTracker;
+    const telemetry = loadTelemetryConfig(env);
+    for (const problem of tickHealth.warnings) log.warn('tick heartbeat misconfigured', { problem });
+    if (telemetry.tracesEndpoint) {
+      log.warn('OTEL_EXPORTER_OTLP_ENDPOINT is not used on Workers: enable Workers tracing in wrangler.toml');
+    }
+    const app = await module.create(appConfig, {
+      lifecycle: 'isolate',
+      instanceId: WORKER_INSTANCE,
+      log,
+      embedded: false,
+    });
+    const ticks = app.ticks.map(({ name, intervalMs }) => ({ name, intervalMs }));
+    const tickPolicy = tickHealth.policy;
+    const shell = createShell({
+      app,
+      gate,
+      log,
+      errors,
+      telemetry: noTelemetry,
+      metrics: {
+        token: telemetry.metricsToken,
+        render: (scope) => {
+          // The gauges that mean something without a long-lived process, read through this request.
+          const gauges = createGaugeRegistry((metric, err) =>
+            log.warn('metrics collector failed', { metric, err }),
+          );
+          observeDatabase(gauges, scope.probe);
+          app.metrics?.gauges?.(gauges, {
+            probeDatabase: scope.probeDatabase,
+            timeoutMs: config.probeTimeoutMs,
+          });
+          observeTickHealth(gauges, ticks, tickPolicy, () =>
+            withTimeout(readTickHealth(scope.probeDatabase.pool), config.probeTimeoutMs, 'tick health'),
+          );
+          return gauges.render();
+        },
+      },
+      tickHealth: {
+        ticks,
+        policy: tickPolicy,
+        token: telemetry.metricsToken,
+        timeoutMs: config.probeTimeoutMs,
+        log,
+      },
+    });
+    return {
+      config,
+      log,
+      errors,
+      app,
+      shell,
+      runTick: createTickRunner(log, errors),
+      episodes: new FailoverEpisodes(log),
+      ticks,
+      tickHealth,
+      tickPolicy,
+    };
+  };
+
+  // What readiness needs before the isolate serves: the schema the bundle expects, and the app's indexes.
+  const check = async (iso: Isolate<E>): Promise<void> => {
+    let inv: Invocation;
+    try {
+      inv = await withTimeout(invocation(iso), iso.config.probeTimeoutMs, 'connecting');
+    } catch (err) {
+      throw unreachable(err);
+    }
+    try {
+      const schema = await withTimeout(
+        schemaState(inv.database.pool, module.latestMigrationAt),
+        iso.config.probeTimeoutMs,
+        'checking the schema',
+      ).catch((err: unknown) => {
+        throw unreachable(err);
+      });
+      if (schema.status !== 'current') {
+        throw new IsolateBootError(
+          schema.status === 'behind' ? 'schema_behind' : 'schema_ahead',
+          `the database schema is ${schema.status} the bundled migrations (run npm run db:migrate)`,
+        );
+      }
+      for (const index of iso.app.indexes) {
+        await index.load(inv.database.db).catch((err: unknown) => {
+          throw unreachable(err);
+        });
+      }
+      indexesLoadedAt = Date.now();
+    } finally {
+      await inv.close();
+    }
+  };
+
+  const attempt = async (bindings: Bindings): Promise<Isolate<E> | undefined> => {
+    attempts += 1;
+    let log = isolate?.log ?? createLogger();
+    try {
+      if (!isolate) {
+        try {
+          isolate = await build(stringBindings(bindings));
+        } catch (err) {
+          throw new IsolateBootError('configuration', err instanceof Error ? err.message : String(err), {
+            cause: err,
+          });
+        }
+      }
+      log = isolate.log;
+      await check(isolate);
+      failure = undefined;
+      gate.open();
+      log.info('isolate booted', { attempt: attempts });
+      return isolate;
+    } catch (err) {
+      const failed = (failure?.attempts ?? 0) + 1;
+      const wait = BOOT_RETRY_MS[Math.min(failed - 1, BOOT_RETRY_MS.length - 1)] ?? 30_000;
+      const cause = err instanceof IsolateBootError ? err.bootCause : 'unreachable';
+      failure = { cause, retryAt: Date.now() + wait, attempts: failed };
+      gate.fail();
+      log.error('isolate boot failed', { err, cause, retry_in_ms: wait });
+      return undefined;
+    }
+  };
+
+  // One boot at a time; after a failure, the next only once the back-off has passed.
+  const boot = (bindings: Bindings): Promise<Isolate<E> | undefined> => {
+    if (isolate && gate.isOpen) return Promise.resolve(isolate);
+    if (booting) return booting;
+    if (failure && Date.now() < failure.retryAt) return Promise.resolve(undefined);
+    booting = attempt(bindings).finally(() => {
+      booting = undefined;
+    });
+    return booting;
+  };
+
+  const tickMonitor = (iso: Isolate<E>, database: DatabaseHandle, cron?: string) =>
+    new TickMonitor({
+      database,
+      instanceId: WORKER_INSTANCE,
+      log: iso.log,
+      errors: iso.errors,
+      heartbeats: iso.tickHealth.heartbeats,
+      monitorConfig: (tick) =>
+        intervalMonitorConfig(
+          iso.ticks.find((t) => t.name === tick)?.intervalMs ?? 60_000,
+          iso.tickPolicy.intervals,
+          iso.tickPolicy.failures,
+          cron ? { type: 'crontab', value: cron } : undefined,
+        ),
+      timeoutMs: iso.config.probeTimeoutMs,
+    });
+
+  const notBooted = (path: string): Response => {
+    const cause = failure?.cause;
+    if (path === '/readyz') {
+      return Response.json(
+        {
+          status: 'unavailable',
+          checks: {
+            boot: gate.state,
+            database: cause === 'configuration' ? 'not_checked' : (cause ?? 'unreachable'),
+          },
+        },
+        { status: 503, headers: { 'cache-control': 'no-store' } },
+      );
+    }
+    return Response.json(errorBody('not_ready', 'the service failed to start; retry shortly'), {
+      status: 503,
+      headers: {
+        'retry-after': String(Math.ceil(((failure?.retryAt ?? Date.now()) - Date.now()) / 1000) || 1),
+      },
+    });
+  };
+
+  const serve = async (
+    request: Request,
+    bindings: Bindings,
+    ctx: ExecutionContextLike,
+  ): Promise<Response> => {
+    const iso = await boot(bindings);
+    if (!iso) return notBooted(new URL(request.url).pathname);
+    const inv = await invocation(iso);
+    const background: Promise<unknown>[] = [];
+    let monitor: TickMonitor | undefined;
+    const scope: ServedScope = {
+      database: inv.database,
+      probeDatabase: inv.probeDatabase,
+      probe: new WriteProbe({
+        probe: inv.probeDatabase,
+        app: inv.database,
+        timeoutMs: iso.config.probeTimeoutMs,
+        instanceId: WORKER_INSTANCE,
+        log: iso.log,
+      }),
+      schedule: (name) => {
+        const tick = iso.app.ticks.find((t) => t.name === name);
+        if (!tick) return;
+        monitor ??= tickMonitor(iso, inv.database);
+        background.push(
+          iso.runTick(tick.name, tick.run, { database: inv.database, monitor }).catch(() => {}),
+        );
+      },
+    };
+    try {
+      if (Date.now() - indexesLoadedAt > iso.config.registryRefreshMs) {
+        indexesLoadedAt = Date.now();
+        for (const index of iso.app.indexes) await index.load(inv.database.db);
+      }
+      return await iso.shell.fetch(request, scope);
+    } finally {
+      ctx.waitUntil(
+        Promise.allSettled(background)
+          .then(() => monitor?.idle())
+          .then(() => inv.close())
+          .then(() => iso.errors.flush(2000)),
+      );
+    }
+  };
+
+  // Every answer, the Worker's own included, carries the request id its log lines carry.
+  const fetch = async (
+    request: Request,
+    bindings: Bindings,
+    ctx: ExecutionContextLike,
+  ): Promise<Response> => {
+    // Liveness first, as on Node and Bun: no id, no context, no boot.
+    const path = new URL(request.url).pathname;
+    const liveness = LIVENESS_PATHS.has(path);
+    if (liveness && isProbeMethod(request.method)) return liveResponse(request.method);
+    const requestId = requestIdFrom(request.headers);
+    return withLogContext({ request_id: requestId }, async () => {
+      // A wrong method on liveness is answered without a boot, as liveness itself is.
+      const response = liveness ? methodNotAllowed() : await serve(request, bindings, ctx);
+      response.headers.set('x-request-id', requestId);
+      return response;
+    });
+  };
+
+  const scheduled = async (
+    controller: { cron?: string } | undefined,
+    bindings: Bindings,
+    ctx: ExecutionContextLike,
+  ): Promise<void> => {
+    const iso = await boot(bindings);
+    if (!iso || iso.app.ticks.length === 0) return;
+    const inv = await invocation(iso);
+    // Sentry's monitor gets the trigger's own crontab: the schedule a missed invocation is measured by.
+    const cron = typeof controller?.cron === 'string' && controller.cron ? controller.cron : undefined;
+    const monitor = tickMonitor(iso, inv.database, cron);
+    const work = (async () => {
+      // In the app's order (it lists token refresh first: a push with an expired token is only deferred).
+      for (const tick of iso.app.ticks) {
+        await iso.runTick(tick.name, tick.run, { database: inv.database, monitor }).catch(() => {});
+      }
+    })()
+      .finally(() => monitor.idle())
+      .finally(() => inv.close())
+      // Check-ins and crash reports are queued in the SDK: deliver them before the invocation ends.
+      .finally(() => iso.errors.flush(2000));
+    ctx.waitUntil(work);
+    await work;
+  };
+
+  return { fetch, scheduled };
+}
+
+/** A connection or query that failed during the boot: the database is unreachable (or too slow). */
+function unreachable(err: unknown): IsolateBootError {
+  if (err instanceof IsolateBootError) return err;
+  if (err instanceof ConfigError) return new IsolateBootError('configuration', err.message, { cause: err });
+  const timeout = err instanceof TimeoutError;
+  const code = errorCode(err);
+  return new IsolateBootError(
+    timeout ? 'timeout' : 'unreachable',
+    `the database is ${timeout ? 'too slow' : 'unreachable'}${code ? ` (${code})` : ''}`,
+    { cause: err },
+  );
+}
+
+/** Worker bindings hold strings (vars, secrets) and objects (KV, ...); configuration reads the strings. */
+function stringBindings(bindings: Bindings): Env {
+  return Object.fromEntries(
+    Object.entries(bindings).filter((e): e is [string, string] => typeof e[1] === 'string'),
+  );
+}

@@ -1,0 +1,71 @@
+import type { DatabaseHandle } from '../db/handle.js';
+import type { WriteProbe } from '../db/probe.js';
+import type { MonitoredTick, TickHealthPolicy } from '../jobs/tick-health.js';
+import { readTickHealth } from '../jobs/tick-health-store.js';
+import type { Logger } from '../log.js';
+import { observeDatabase, observePools } from '../metrics/db-gauges.js';
+import { type PlatformMetrics, platformMetrics } from '../metrics/platform-metrics.js';
+import type { MetricsRegistry } from '../metrics/registry.js';
+import { observeTickHealth } from '../metrics/tick-gauges.js';
+import type { AppEnv, AppInstance } from '../module.js';
+import type { TelemetryConfig } from '../telemetry/config.js';
+import type { Tracing } from '../telemetry/tracing.js';
+import { withTimeout } from '../timeout.js';
+
+// The process's telemetry boot step, in two parts: prom-client metrics, then OpenTelemetry when an
+// exporter is configured. Both load their libraries only now, so a boot without them pays nothing.
+
+export interface StartedMetrics {
+  registry: MetricsRegistry;
+  platform: PlatformMetrics;
+  /** Sees each successful tick run's result (the app's counters), when the app counts any. */
+  tickResult: ((tick: string, result: unknown) => void) | undefined;
+  /** Registers the gauges read from the database parts, once the pool step has built them. */
+  observe(
+    databases: { app: DatabaseHandle; probe: DatabaseHandle; writeProbe: WriteProbe },
+    ticks: readonly MonitoredTick[],
+    policy: TickHealthPolicy,
+    timeoutMs: number,
+  ): void;
+}
+
+export async function startMetrics<E extends AppEnv>(
+  app: AppInstance<E>,
+  log: Logger,
+): Promise<StartedMetrics> {
+  const { createPromRegistry } = await import('../metrics/prom-registry.js');
+  const registry = createPromRegistry({
+    onCollectError: (metric, err) => log.warn('metrics collector failed', { metric, err }),
+  });
+  return {
+    registry,
+    platform: platformMetrics(registry),
+    tickResult: app.metrics?.counters?.(registry).tickResult,
+    observe: (databases, ticks, policy, timeoutMs) => {
+      observePools(registry, [databases.app, databases.probe]);
+      observeDatabase(registry, databases.writeProbe);
+      app.metrics?.gauges?.(registry, { probeDatabase: databases.probe, timeoutMs });
+      observeTickHealth(registry, ticks, policy, () =>
+        withTimeout(readTickHealth(databases.probe.pool), timeoutMs, 'tick health'),
+      );
+    },
+  };
+}
+
+/** OpenTelemetry, when an exporter is configured; throws on a malformed endpoint. */
+export async function startTracing(
+  config: TelemetryConfig,
+  instanceId: string,
+  log: Logger,
+): Promise<Tracing | undefined> {
+  if (config.tracesEndpoint === undefined) return undefined;
+  const { startOtelTracing } = await import('../telemetry/otel.js');
+  const tracing = startOtelTracing({
+    endpoint: config.tracesEndpoint,
+    serviceName: config.serviceName,
+    instanceId,
+    log,
+  });
+  log.info('tracing on: exporting OTLP/HTTP', { service: config.serviceName });
+  return tracing;
+}

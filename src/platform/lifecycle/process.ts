@@ -1,0 +1,332 @@
+import { BootFailure, type BootStep, runBoot } from '../boot.js';
+import { type Config, ConfigError, loadAll, loadConfig } from '../config.js';
+import { createDriver } from '../db/driver.js';
+import { FailoverEpisodes } from '../db/episode.js';
+import { DatabaseHandle } from '../db/handle.js';
+import { migrate } from '../db/migrate.js';
+import { withPoisonRetry } from '../db/poison-retry.js';
+import { WriteProbe } from '../db/probe.js';
+import type { DatabaseDriver } from '../db/types.js';
+import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../error-tracking.js';
+import { ReadinessGate } from '../gate.js';
+import { type HttpConfig, loadHttpConfig } from '../http/config.js';
+import { DEFAULT_HOST, type Listen, type Listener } from '../http/listener.js';
+import { createShell, type ServedScope } from '../http/shell.js';
+import { Scheduler } from '../jobs/scheduler.js';
+import { createTickRunner, type TickRunner } from '../jobs/tick.js';
+import { loadTickHealthConfig, type TickHealthConfig } from '../jobs/tick-health-config.js';
+import { intervalMonitorConfig, TickMonitor } from '../jobs/tick-monitor.js';
+import { createLogger } from '../log.js';
+import type { AppEnv, AppInstance, AppModule } from '../module.js';
+import { bootInterruptedExitCode, createShutdown } from '../shutdown.js';
+import { loadTelemetryConfig } from '../telemetry/config.js';
+import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
+import { withTimeout } from '../timeout.js';
+import { type StartedMetrics, startMetrics, startTracing } from './process-telemetry.js';
+
+/** What a long-lived runtime (platform/runtimes/node.ts, bun.ts) gives the process lifecycle. */
+export interface ProcessRuntime {
+  /** Which runtime runs the server and its version ('node', '24.21.0'): the first line of every boot. */
+  name: string;
+  version: string;
+  env: Record<string, string | undefined>;
+  listen: Listen;
+  instanceId: string;
+  exit(code: number): void;
+  /** Routes SIGTERM/SIGINT to the handler; called before boot so no signal finds the default handler. */
+  onSignal(handler: (signal: string) => void): void;
+  /**
+   * Runs `fn` with the signal handlers detached, so that a signal kills the process at once: the
+   * embedded database's first start blocks the event loop for seconds, and a handler would only run
+   * after it.
+   */
+  whileSignalsKill?<T>(fn: () => Promise<T>): Promise<T>;
+}
+
+// After a signal during boot, steps that watch it stop within a poll; anything else is cut short here.
+const BOOT_INTERRUPT_GRACE_MS = 1500;
+
+/** The database parts, built by the `open pool` step. */
+interface Databases {
+  driver: DatabaseDriver;
+  episodes: FailoverEpisodes;
+  app: DatabaseHandle;
+  probe: DatabaseHandle;
+  writeProbe: WriteProbe;
+}
+
+/**
+ * The boot contract for long-lived processes (ARCHITECTURE.md, "Boot"). Each step builds what the later
+ * ones use, in order: telemetry and error tracking (advisory), the pool, migrations and the app's
+ * indexes (hard), the listener, the loops, then the readiness gate. Resolves once the gate is open; on
+ * a hard failure it logs, reports, cleans up and exits 1 before ever listening.
+ */
+export async function startProcess<C, E extends AppEnv>(
+  module: AppModule<C, E>,
+  runtime: ProcessRuntime,
+): Promise<void> {
+  // Before the configuration is read, so even a boot that fails on it says what it ran on.
+  createLogger().info('starting', { runtime: runtime.name, version: runtime.version, pid: process.pid });
+  let config: Config;
+  let appConfig: C;
+  let tickHealthConfig: TickHealthConfig;
+  let httpConfig: HttpConfig;
+  try {
+    [config, appConfig, tickHealthConfig, httpConfig] = loadAll<[Config, C, TickHealthConfig, HttpConfig]>(
+      () => loadConfig(runtime.env),
+      () => module.loadConfig(runtime.env),
+      () => loadTickHealthConfig(runtime.env, module.tickNames),
+      () => loadHttpConfig(runtime.env),
+    );
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    createLogger().error(err.message, { problems: err.problems });
+    runtime.exit(1);
+    throw err;
+  }
+
+  const log = createLogger(config.logLevel);
+  // Heartbeats are advisory: a malformed URL is a warning naming the variable (never its value).
+  for (const problem of tickHealthConfig.warnings) log.warn('tick heartbeat misconfigured', { problem });
+  const telemetryConfig = loadTelemetryConfig(runtime.env);
+  const gate = new ReadinessGate();
+  const loops = new Scheduler(log);
+  const bootAbort = new AbortController();
+  const app: AppInstance<E> = await module.create(appConfig, {
+    lifecycle: 'process',
+    instanceId: runtime.instanceId,
+    log,
+    embedded: config.database.driver === 'pglite',
+  });
+  const ticks = app.ticks.map(({ name, intervalMs }) => ({ name, intervalMs }));
+  const tickPolicy = { ...tickHealthConfig.policy, startedAtMs: Date.now() };
+
+  // Built by the boot steps, each from what the steps before it built.
+  let telemetry: Telemetry = noTelemetry;
+  let metrics: StartedMetrics | undefined;
+  let errors: ErrorTracker = disabledErrorTracker;
+  let databases: Databases | undefined;
+  let monitor: TickMonitor | undefined;
+  let listener: Listener | undefined;
+  let bootStep = 'prepare';
+  let interruptedExitCode: number | undefined;
+
+  const openPool = async (): Promise<Databases> => {
+    const driver = createDriver(config, log);
+    // One failover episode for both pools: one warning and one summary, however many see it.
+    const episodes = new FailoverEpisodes(log);
+    const appDatabase = new DatabaseHandle(driver, 'app', log, telemetry, episodes);
+    const probeDatabase = new DatabaseHandle(driver, 'probe', log, telemetry, episodes);
+    const writeProbe = new WriteProbe({
+      probe: probeDatabase,
+      app: appDatabase,
+      timeoutMs: config.probeTimeoutMs,
+      instanceId: runtime.instanceId,
+      log,
+      telemetry,
+    });
+    databases = { driver, episodes, app: appDatabase, probe: probeDatabase, writeProbe };
+    const ready = () => driver.ready();
+    await (runtime.whileSignalsKill ? runtime.whileSignalsKill(ready) : ready());
+    await withTimeout(appDatabase.pool.query('SELECT 1'), config.probeTimeoutMs, 'database ping');
+    const pooler = await driver.inspectPooler?.();
+    if (pooler) log.info('database pooler', { ...pooler, named_statements: pooler.mode === 'session' });
+    metrics?.observe(databases, ticks, tickPolicy, config.probeTimeoutMs);
+    return databases;
+  };
+
+  const startLoops = (db: Databases, runTick: TickRunner, tickMonitor: TickMonitor) => {
+    // Organizations created or removed elsewhere (the CLI, another replica) reach this process here.
+    for (const index of app.indexes) {
+      loops.register({
+        name: `${index.name} refresh`,
+        intervalMs: config.registryRefreshMs,
+        run: () =>
+          withPoisonRetry(db.app, (d) => index.load(d), {
+            retry: true,
+            source: `${index.name} refresh`,
+            log,
+          }),
+      });
+    }
+    const target = { database: db.app, monitor: tickMonitor };
+    for (const tick of app.ticks) {
+      loops.register({
+        name: tick.name,
+        intervalMs: tick.intervalMs,
+        run: async () => void (await runTick(tick.name, tick.run, target)),
+      });
+    }
+    loops.start();
+  };
+
+  const bindListener = async (db: Databases) => {
+    const shell = createShell({
+      app,
+      gate,
+      log,
+      errors,
+      telemetry,
+      metrics: {
+        token: telemetryConfig.metricsToken,
+        render: async () => (await metrics?.registry.render()) ?? '',
+      },
+      tickHealth: {
+        ticks,
+        policy: tickPolicy,
+        token: telemetryConfig.metricsToken,
+        timeoutMs: config.probeTimeoutMs,
+        log,
+      },
+    });
+    // New work is run now rather than at the next interval (shutdown awaits the run).
+    const scope: ServedScope = {
+      database: db.app,
+      probeDatabase: db.probe,
+      probe: db.writeProbe,
+      schedule: (tick) => loops.trigger(tick),
+    };
+    listener = await runtime.listen((request) => shell.fetch(request, scope), {
+      port: config.port,
+      host: config.host,
+      http: httpConfig,
+      defaultHost: DEFAULT_HOST,
+      log,
+    });
+    log.info('listening', { host: config.host, port: listener.port });
+  };
+
+  const need = <T>(part: T | undefined): T => {
+    if (part === undefined) throw new Error('boot steps ran out of order');
+    return part;
+  };
+
+  const steps: BootStep[] = [
+    {
+      name: 'telemetry',
+      kind: 'advisory',
+      run: async () => {
+        // Metrics first, so that a malformed trace exporter (the step's warning) does not cost them too.
+        metrics = await startMetrics(app, log);
+        telemetry = { metrics: metrics.platform, tracing: noTelemetry.tracing };
+        const tracing = await startTracing(telemetryConfig, runtime.instanceId, log);
+        if (tracing) telemetry = { ...telemetry, tracing };
+      },
+    },
+    { name: 'logging', kind: 'hard', run: () => log.debug('logging configured', { level: config.logLevel }) },
+    {
+      name: 'error tracking',
+      kind: 'advisory',
+      run: async () => {
+        if (config.sentryDsn) errors = await createErrorTracker(config.sentryDsn);
+      },
+    },
+    { name: 'open pool', kind: 'hard', run: async () => void (await openPool()) },
+    {
+      name: 'migrate',
+      kind: 'hard',
+      run: async () =>
+        void (await migrate(need(databases).app.pool, module.migrations, log, {
+          timeoutMs: config.migrationLockTimeoutMs,
+          signal: bootAbort.signal,
+        })),
+    },
+    ...app.indexes.map(
+      (index): BootStep => ({
+        name: `load ${index.name}`,
+        kind: 'hard',
+        run: () => index.load(need(databases).app.db),
+      }),
+    ),
+    { name: 'bind listener', kind: 'hard', run: () => bindListener(need(databases)) },
+    {
+      name: 'start loops',
+      kind: 'hard',
+      run: () => {
+        const db = need(databases);
+        monitor = new TickMonitor({
+          database: db.app,
+          instanceId: runtime.instanceId,
+          log,
+          errors,
+          heartbeats: tickHealthConfig.heartbeats,
+          monitorConfig: (tick) =>
+            intervalMonitorConfig(
+              ticks.find((t) => t.name === tick)?.intervalMs ?? 60_000,
+              tickPolicy.intervals,
+              tickPolicy.failures,
+            ),
+          timeoutMs: config.probeTimeoutMs,
+        });
+        const tickResult = metrics?.tickResult;
+        const runTick = createTickRunner(log, errors, {
+          telemetry,
+          ...(tickResult ? { onResult: tickResult } : {}),
+        });
+        startLoops(db, runTick, monitor);
+      },
+    },
+    { name: 'open gate', kind: 'hard', run: () => gate.open() },
+  ];
+
+  const closeDatabase = async () => {
+    if (!databases) return;
+    databases.episodes.close();
+    await Promise.allSettled([databases.app.close(), databases.probe.close()]);
+    await databases.driver.close();
+  };
+
+  const shutdown = createShutdown({
+    gate,
+    log,
+    timeoutMs: config.shutdownTimeoutMs,
+    exit: runtime.exit,
+    stages: [
+      { name: 'stop loops', run: () => loops.stop() },
+      // The last runs' health records and pings, each bounded by its own timeout.
+      { name: 'settle tick reports', run: () => monitor?.idle() ?? Promise.resolve() },
+      // Keep serving (readiness says draining) so a load balancer can take us out of rotation first.
+      { name: 'drain delay', run: () => new Promise((done) => setTimeout(done, config.shutdownDelayMs)) },
+      { name: 'drain http', run: (budget) => listener?.close(budget) ?? Promise.resolve() },
+      { name: 'close database', run: closeDatabase },
+      { name: 'flush error tracking', run: async () => void (await errors.flush(2000)) },
+      { name: 'flush traces', run: () => telemetry.tracing.shutdown(2000) },
+    ],
+  });
+  // A signal before the gate opened: nothing was served, so there is nothing to drain. Stop the boot
+  // now (a migration lock wait ends within a poll and rolls back) and exit 128 + signal number.
+  const interruptBoot = (signal: string) => {
+    const code = bootInterruptedExitCode(signal);
+    if (interruptedExitCode !== undefined) return runtime.exit(code);
+    interruptedExitCode = code;
+    bootAbort.abort();
+    gate.fail();
+    log.warn('signal during boot: stopping without serving', { signal, step: bootStep, exit_code: code });
+    setTimeout(() => runtime.exit(code), BOOT_INTERRUPT_GRACE_MS);
+  };
+  let booted = false;
+  runtime.onSignal((signal) => (booted ? void shutdown(signal) : interruptBoot(signal)));
+
+  try {
+    await runBoot(steps, log, {
+      signal: bootAbort.signal,
+      onStep: (step) => {
+        bootStep = step;
+      },
+    });
+    booted = true;
+  } catch (err) {
+    gate.fail();
+    if (interruptedExitCode !== undefined) {
+      await withTimeout(closeDatabase(), 1000, 'closing the database').catch(() => {});
+      runtime.exit(interruptedExitCode);
+      throw err;
+    }
+    if (err instanceof BootFailure) errors.capture(err, { step: err.step });
+    await Promise.allSettled([errors.flush(2000), telemetry.tracing.shutdown(1000)]);
+    // Ending a pool waits for its connection attempts; a failed boot should not wait on a dead host.
+    await withTimeout(closeDatabase(), 1000, 'closing the database').catch(() => {});
+    runtime.exit(1);
+    throw err;
+  }
+}

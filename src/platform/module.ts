@@ -1,0 +1,95 @@
+import type { Context, Hono } from 'hono';
+import type { Env } from './config.js';
+import type { DatabaseHandle } from './db/handle.js';
+import type { Migration } from './db/migrate.js';
+import type { Database } from './db/types.js';
+import type { Logger } from './log.js';
+import type { GaugeRegistry, MetricsRegistry } from './metrics/registry.js';
+
+// The contract between the platform and an app (ARCHITECTURE.md, "Platform and app"). The platform owns
+// every lifecycle: boot order, shutdown, the scheduler, the readiness gate and probe, the database
+// handles. The app supplies this module: its configuration, migrations, routes, ticks and metrics.
+
+/** What the app's handlers find in the context (`c.var`), whatever the runtime. */
+export type RequestScope = {
+  /** This request's database: the process's handle on Node and Bun, one per request on Workers. */
+  database: DatabaseHandle;
+  /**
+   * Runs a tick soon, off the request: the scheduler's loop at once on Node and Bun, the request's
+   * waitUntil on Workers. A name the app does not run is ignored.
+   */
+  schedule(tick: string): void;
+  /**
+   * Runs `fn` on the request's database, and once more on a fresh pool when a failover poisoned the
+   * first: for reads and idempotent writes. A second failure answers 503 database_unavailable.
+   */
+  idempotent<T>(fn: (db: Database) => Promise<T>): Promise<T>;
+};
+
+export type AppEnv = { Variables: RequestScope };
+
+/** Work the platform runs on an interval (Node, Bun) or a cron trigger (Workers). */
+export interface AppTick {
+  name: string;
+  intervalMs: number;
+  run(db: Database): Promise<unknown>;
+}
+
+/**
+ * In-memory state read from the database (the API-key index): loaded by a hard boot step, so a server
+ * that cannot authenticate anyone never reports ready, and refreshed every REGISTRY_REFRESH_MS.
+ */
+export interface AppIndex {
+  /** Names the boot step: `load <name>`. */
+  name: string;
+  load(db: Database): Promise<void>;
+}
+
+export interface AppContext {
+  lifecycle: 'process' | 'isolate';
+  /** This replica; on Workers one name for every isolate and invocation. */
+  instanceId: string;
+  log: Logger;
+  /** The embedded database (PGlite): development defaults for secrets are allowed. */
+  embedded: boolean;
+}
+
+/** What the metrics boot step hands the app, to register the gauges and counters of its own. */
+export interface AppMetricsContext {
+  /** The probe's pool: a saturated application pool must not stall a scrape. */
+  probeDatabase: DatabaseHandle;
+  timeoutMs: number;
+}
+
+export interface AppMetrics {
+  /** Gauges read at scrape time: served by processes and Workers alike. */
+  gauges?(registry: GaugeRegistry, context: AppMetricsContext): void;
+  /**
+   * Counters of a long-lived process (prom-client; Workers keep none). Returns what sees each
+   * successful tick run's result.
+   */
+  counters?(registry: MetricsRegistry): { tickResult(tick: string, result: unknown): void };
+}
+
+/** One app, built once per process or isolate. `E`: the app's routes may add variables of their own. */
+export interface AppInstance<E extends AppEnv = AppEnv> {
+  /** Mounted at `/`, after the platform's own routes (liveness, readiness, /metrics, /healthz/ticks). */
+  routes: Hono<E>;
+  /** The app's answer to an error of its own; undefined leaves it to the platform (503 or 500). */
+  onError?(err: Error, c: Context): Response | undefined;
+  /** The ticks this configuration runs (none, when what they need is not configured). */
+  ticks: readonly AppTick[];
+  indexes: readonly AppIndex[];
+  metrics?: AppMetrics;
+}
+
+export interface AppModule<C = unknown, E extends AppEnv = AppEnv> {
+  /** Reads the app's variables; throws ConfigError naming each bad one (reported with the platform's). */
+  loadConfig(env: Env): C;
+  /** Every tick the app may run, enabled or not: their heartbeat variables are read by name. */
+  tickNames: readonly string[];
+  /** Run at boot by processes; an isolate checks the newest one's timestamp instead (db:migrate). */
+  migrations: readonly Migration[];
+  latestMigrationAt: number;
+  create(config: C, context: AppContext): Promise<AppInstance<E>>;
+}

@@ -1,0 +1,55 @@
+import { hostname } from 'node:os';
+import { startProcess } from '../lifecycle/process.js';
+import type { AppEnv, AppModule } from '../module.js';
+import { listenBun } from './bun-listener.js';
+
+// `bun --hot` (npm run dev:bun) evaluates the entry again, in the same process, on every change; only
+// globalThis survives. The previous boot is shut down first (listener, loops, pools): two PGlite
+// instances must never open one data directory, and stale loops and signal handlers must not pile up.
+type Instance = { stop(): Promise<void> };
+const hot = globalThis as { honestHealthBun?: Instance };
+
+/** Runs the app as a Bun process: the process lifecycle with Bun.serve, signals, exit and hot reload. */
+export async function runOnBun<C, E extends AppEnv>(module: AppModule<C, E>): Promise<void> {
+  await hot.honestHealthBun?.stop();
+
+  let reloading = false;
+  let shutdown: ((signal: string) => void) | undefined;
+  let stopped: () => void = () => {};
+  const listeners: [NodeJS.Signals, () => void][] = [];
+  hot.honestHealthBun = {
+    stop: () =>
+      new Promise((done) => {
+        reloading = true;
+        stopped = done;
+        for (const [signal, listener] of listeners) process.off(signal, listener);
+        if (shutdown) shutdown('hot reload');
+        else done();
+      }),
+  };
+
+  await startProcess(module, {
+    name: 'bun',
+    version: process.versions.bun ?? 'unknown',
+    env: process.env,
+    listen: listenBun,
+    instanceId: process.env.FLY_MACHINE_ID ?? hostname(),
+    exit: (code) => (reloading ? stopped() : process.exit(code)),
+    onSignal: (handler) => {
+      shutdown = handler;
+      for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+        const listener = () => handler(signal);
+        process.on(signal, listener);
+        listeners.push([signal, listener]);
+      }
+    },
+    whileSignalsKill: async (fn) => {
+      for (const [signal, listener] of listeners) process.off(signal, listener);
+      try {
+        return await fn();
+      } finally {
+        for (const [signal, listener] of listeners) process.on(signal, listener);
+      }
+    },
+  });
+}
