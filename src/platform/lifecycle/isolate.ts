@@ -333,8 +333,16 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     };
     try {
       if (Date.now() - indexesLoadedAt > iso.config.registryRefreshMs) {
+        // Claimed before the load, so concurrent requests refresh once; a failed refresh keeps the index
+        // it had (readiness and the request itself report the database).
         indexesLoadedAt = Date.now();
-        for (const index of iso.app.indexes) await index.load(inv.database.db);
+        for (const index of iso.app.indexes) {
+          await index
+            .load(inv.database.db)
+            .catch((err: unknown) =>
+              iso.log.warn(`${index.name} refresh failed`, { reason: errorCode(err) ?? 'error' }),
+            );
+        }
       }
       return await iso.shell.fetch(request, scope);
     } finally {

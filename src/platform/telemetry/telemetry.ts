@@ -2,14 +2,12 @@ import { noMetrics, type PlatformMetrics } from '../metrics/platform-metrics.js'
 import { noTracing, type Tracing } from './tracing.js';
 
 /**
- * What the platform reports to. Components keep this object and read its fields on every use, so the
- * advisory telemetry boot step can swap the no-ops for real tracing and metrics after they were built.
+ * What the platform reports to. The process lifecycle builds it in its telemetry step, before the parts
+ * that report to it; Workers use the no-ops (their traces come from Cloudflare's own tracing).
  */
 export interface Telemetry {
-  tracing: Tracing;
-  metrics: PlatformMetrics;
+  readonly tracing: Tracing;
+  readonly metrics: PlatformMetrics;
 }
 
-export const createTelemetry = (): Telemetry => ({ tracing: noTracing, metrics: noMetrics });
-
-export const noTelemetry: Readonly<Telemetry> = Object.freeze(createTelemetry());
+export const noTelemetry: Telemetry = Object.freeze({ tracing: noTracing, metrics: noMetrics });
