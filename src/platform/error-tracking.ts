@@ -42,29 +42,16 @@ export const disabledErrorTracker: ErrorTracker = {
   flush: async () => true,
 };
 
-export interface ErrorTrackerOptions {
-  environment?: string;
-  release?: string;
-  /** Workers: keeps the isolate alive until the event is delivered. */
-  waitUntil?: (promise: Promise<unknown>) => void;
-}
-
 /**
  * A Sentry-protocol client over fetch (toucan-js), so Node, Bun and Workers report the same way.
  * Throws on a malformed DSN; the boot step that calls this is advisory.
  */
-export async function createErrorTracker(
-  dsn: string,
-  options: ErrorTrackerOptions = {},
-): Promise<ErrorTracker> {
+export async function createErrorTracker(dsn: string): Promise<ErrorTracker> {
   assertDsn(dsn);
   // Loaded only when a DSN is configured: the SDK is a noticeable share of boot time.
   const { Toucan } = await import('./toucan.js');
-  const { waitUntil, ...rest } = options;
   const toucan = new Toucan({
     dsn,
-    ...rest,
-    ...(waitUntil ? { context: { waitUntil } } : {}),
     // Query parameters in wrapped driver errors can be credentials or customer data.
     beforeSend(event) {
       for (const exception of event.exception?.values ?? []) {

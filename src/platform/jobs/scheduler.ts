@@ -27,10 +27,6 @@ export class Scheduler {
     this.#loops.push(loop);
   }
 
-  get names(): string[] {
-    return this.#loops.map((l) => l.name);
-  }
-
   start(): void {
     this.#started = true;
     for (const loop of this.#loops) this.#schedule(loop);

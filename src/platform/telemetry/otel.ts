@@ -92,7 +92,6 @@ export function startOtelTracing(options: OtelTracingOptions): Tracing {
     tracer.startSpan(name, { kind: KIND[kind], ...(attributes ? { attributes } : {}) }, parent);
 
   const tracing: Tracing = {
-    enabled: true,
     active(name, spanOptions, fn) {
       if (stopped) return fn(noSpan);
       const base = spanOptions.root ? ROOT_CONTEXT : contexts.active();
@@ -114,7 +113,6 @@ export function startOtelTracing(options: OtelTracingOptions): Tracing {
       return wrap(start(name, spanOptions));
     },
     observeQueries: (client) => traceQueries(client, tracing),
-    flush: (timeoutMs) => withTimeout(provider.forceFlush(), timeoutMs, 'flushing traces'),
     async shutdown(timeoutMs) {
       stopped = true;
       try {

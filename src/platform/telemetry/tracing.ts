@@ -25,15 +25,12 @@ export interface Span {
 }
 
 export interface Tracing {
-  readonly enabled: boolean;
   /** Runs `fn` in a new span that is the parent of every span started while `fn` runs; ends it after. */
   active<T>(name: string, options: SpanOptions, fn: (span: Span) => Promise<T>): Promise<T>;
   /** A child of the active span; undefined when none is active (a query alone never starts a trace). */
   child(name: string, options: SpanOptions): Span | undefined;
   /** Gives the queries of a freshly built pool their spans (db-spans.ts); `client` is Drizzle's $client. */
   observeQueries(client: unknown): void;
-  /** Exports what is buffered, bounded by `timeoutMs`. */
-  flush(timeoutMs: number): Promise<void>;
   /** Flushes and stops; the tracing is a no-op afterwards. */
   shutdown(timeoutMs: number): Promise<void>;
 }
@@ -41,10 +38,8 @@ export interface Tracing {
 export const noSpan: Span = { setAttributes() {}, updateName() {}, fail() {}, end() {} };
 
 export const noTracing: Tracing = {
-  enabled: false,
   active: (_name, _options, fn) => fn(noSpan),
   child: () => undefined,
   observeQueries: () => {},
-  flush: async () => {},
   shutdown: async () => {},
 };
