@@ -4,6 +4,7 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/platform/config.js';
+import { PROBE_READ_ONLY } from '../src/platform/db/disposal.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { FailoverEpisodes } from '../src/platform/db/episode.js';
 import { DatabaseHandle } from '../src/platform/db/handle.js';
@@ -41,7 +42,7 @@ describe('a damped disposal', () => {
       // New sessions come up read-only; the episode's first disposal of the pool is immediate.
       await cluster.query(`ALTER DATABASE ${db} SET default_transaction_read_only = on`);
       episodes.sign('probe', 'transaction_read_only', 'probe');
-      await handle.dispose('probe read_only');
+      await handle.dispose(PROBE_READ_ONLY);
       const generation = handle.generation;
       // The pool built during the episode fills with read-only sessions, then the setting is fixed
       // for new sessions only: the pooled ones are pinned, as in the incident.
@@ -83,8 +84,8 @@ describe('a damped disposal', () => {
     try {
       await handle.pool.query('SELECT 1');
       episodes.sign('probe', 'transaction_read_only', 'probe');
-      await handle.dispose('probe read_only');
-      await handle.dispose('probe read_only');
+      await handle.dispose(PROBE_READ_ONLY);
+      await handle.dispose(PROBE_READ_ONLY);
       expect(handle.disposals).toBe(1);
       expect(lines.filter((l) => l.msg === 'database pool disposed')).toHaveLength(1);
       episodes.close();

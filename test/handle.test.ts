@@ -28,7 +28,9 @@ describe('database handle', () => {
       const seen = handle.generation;
 
       // Many callers failing on the same pool: one rebuild, not a stampede.
-      await Promise.all(Array.from({ length: 10 }, () => handle.dispose('test', seen)));
+      await Promise.all(
+        Array.from({ length: 10 }, () => handle.dispose({ source: 'request', reason: 'test' }, seen)),
+      );
       expect(handle.generation).toBe(seen + 1);
       expect(handle.disposals).toBe(1);
 
@@ -50,7 +52,7 @@ describe('database handle', () => {
     try {
       const slow = handle.pool.query<{ v: number }>('SELECT pg_sleep(0.3), 7 AS v');
       await new Promise((r) => setTimeout(r, 50));
-      const disposed = handle.dispose('test');
+      const disposed = handle.dispose({ source: 'request', reason: 'test' });
       expect((await slow).rows[0]?.v).toBe(7);
       await disposed;
     } finally {

@@ -1,5 +1,6 @@
 import type { Logger } from '../log.js';
 import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
+import { type DisposalCause, describeDisposal } from './disposal.js';
 import { FailoverEpisodes } from './episode.js';
 import type { Database, DatabaseDriver, DatabasePool, PoolRole, PoolStats } from './types.js';
 
@@ -55,7 +56,7 @@ export class DatabaseHandle {
    * episode a pool built since it began is kept until it is old enough (episode.ts): the call then
    * closes only the pool's idle connections and returns without a rebuild.
    */
-  async dispose(reason: string, observedGeneration = this.#generation): Promise<void> {
+  async dispose(cause: DisposalCause, observedGeneration = this.#generation): Promise<void> {
     if (observedGeneration !== this.#generation) return;
     const old = this.#pool;
     // Nothing built since the last dispose: the next use connects afresh anyway. (Logging and
@@ -67,7 +68,7 @@ export class DatabaseHandle {
       const closedIdle = old.closeIdle?.() ?? 0;
       this.log.debug('database pool disposal damped', {
         role: this.role,
-        reason,
+        reason: describeDisposal(cause),
         generation: this.#generation,
         closed_idle: closedIdle,
       });
@@ -78,8 +79,12 @@ export class DatabaseHandle {
     this.#generation += 1;
     this.#disposals += 1;
     // Info, not warn: the episode's start and summary are the warnings (episode.ts).
-    this.log.info('database pool disposed', { role: this.role, reason, generation: this.#generation });
-    this.telemetry.metrics.disposal(this.role, reason);
+    this.log.info('database pool disposed', {
+      role: this.role,
+      reason: describeDisposal(cause),
+      generation: this.#generation,
+    });
+    this.telemetry.metrics.disposal(this.role, cause);
     // Queries in flight on the old pool finish or fail on their own; ending waits for them.
     await old?.end().catch((err: unknown) => this.log.warn('disposed pool did not end cleanly', { err }));
   }

@@ -1,4 +1,5 @@
 import type { Logger } from '../log.js';
+import { describeWork, type PoisonedWork } from './disposal.js';
 import type { DatabaseHandle } from './handle.js';
 import { poisonReason } from './poison.js';
 import type { Database } from './types.js';
@@ -14,13 +15,12 @@ export class DatabaseUnavailableError extends Error {
   }
 }
 
-export interface PoisonRetryOptions {
+/** What is running (for the log and the disposal's cause), and whether it may run once more. */
+export type PoisonRetryOptions = PoisonedWork & {
   /** Run once more on a fresh pool: only for work that is safe to repeat. */
   retry: boolean;
-  /** What was running, for the log and the disposal reason: "request", "tick retry-pushes". */
-  source: string;
   log: Logger;
-}
+};
 
 /**
  * Runs `fn` against the handle's current pool. A pool-poisoning error (read-only node, broken
@@ -33,6 +33,9 @@ export async function withPoisonRetry<T>(
   fn: (db: Database) => Promise<T>,
   options: PoisonRetryOptions,
 ): Promise<T> {
+  const work: PoisonedWork =
+    options.source === 'request' ? { source: 'request' } : { source: options.source, name: options.name };
+  const source = describeWork(work);
   const attempt = async (final: boolean): Promise<T> => {
     const generation = handle.generation;
     try {
@@ -41,10 +44,10 @@ export async function withPoisonRetry<T>(
       const reason = poisonReason(err);
       if (reason === undefined) throw err;
       // The failover episode warns once and counts; each poisoned call is only an info line.
-      handle.episodes.sign('poison', reason, options.source);
-      options.log.info('database pool poisoned', { source: options.source, reason, retrying: !final });
+      handle.episodes.sign('poison', reason, source);
+      options.log.info('database pool poisoned', { source, reason, retrying: !final });
       // The swap is synchronous; ending the old pool waits for its queries, so it is not awaited.
-      void handle.dispose(`poison in ${options.source}: ${reason}`, generation);
+      void handle.dispose({ ...work, reason }, generation);
       if (final) throw new DatabaseUnavailableError(reason, { cause: err });
       return attempt(true);
     }

@@ -1,6 +1,7 @@
 import { errorCode } from '../error-chain.js';
 import type { Logger } from '../log.js';
 import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
+import { PROBE_READ_ONLY } from './disposal.js';
 import type { FailoverEpisodes } from './episode.js';
 import type { DatabaseHandle } from './handle.js';
 
@@ -159,8 +160,8 @@ export class WriteProbe {
     for (const e of this.#episodes()) e.sign('probe', reason, 'probe');
     log.debug('database is read-only; disposing pools', { reason });
     // The swap is synchronous; ending the old pools waits for their queries, so it is not awaited here.
-    void probe.dispose('probe read_only', generation);
-    void app.dispose('probe read_only');
+    void probe.dispose(PROBE_READ_ONLY, generation);
+    void app.dispose(PROBE_READ_ONLY);
     return { status: 'read_only', latencyMs, reason };
   }
 }

@@ -80,7 +80,7 @@ function databaseUnavailable(err: Error, c: Context<ShellEnv>, log: Logger): Res
     // Like every other poisoned call: the episode counts it and damps the disposal (episode.ts).
     const database = c.env.database;
     database.episodes.sign('poison', reason, 'request');
-    void database.dispose(`poison in request: ${reason}`);
+    void database.dispose({ source: 'request', reason });
   }
   // Info: the failover episode is the warning, once (platform/db/episode.ts); this is one of many.
   log.info('request failed: database unavailable', {

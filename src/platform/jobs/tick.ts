@@ -66,7 +66,8 @@ export function createTickRunner(
             try {
               const result = await withPoisonRetry(database, attempt, {
                 retry: true,
-                source: `tick ${name}`,
+                source: 'tick',
+                name,
                 log: tickLog,
               });
               const outcome: TickOutcome = attempts > 1 ? 'retried' : 'ok';

@@ -144,7 +144,8 @@ export async function startProcess<C, E extends AppEnv>(
         run: () =>
           withPoisonRetry(db.app, (d) => index.load(d), {
             retry: true,
-            source: `${index.name} refresh`,
+            source: 'background',
+            name: `${index.name} refresh`,
             log,
           }),
       });

@@ -1,3 +1,4 @@
+import type { DisposalCause } from '../db/disposal.js';
 import type { PoolRole } from '../db/types.js';
 import { countRetirements } from './pool-retirements.js';
 import type { MetricsRegistry } from './registry.js';
@@ -7,14 +8,15 @@ import type { MetricsRegistry } from './registry.js';
 
 export type TickOutcome = 'ok' | 'retried' | 'crashed' | 'skipped';
 
-const DISPOSAL_CAUSES = [
-  'probe_read_only',
-  'tick_poison',
-  'request_poison',
-  'background_poison',
-  'other',
-] as const;
-export type DisposalCause = (typeof DISPOSAL_CAUSES)[number];
+// The `cause` label of a disposal, by who asked for it. `other` stays in the label set (it is in the
+// documented series, starting at 0) although no typed cause maps to it any more.
+const DISPOSAL_LABELS = {
+  probe: 'probe_read_only',
+  tick: 'tick_poison',
+  request: 'request_poison',
+  background: 'background_poison',
+} as const satisfies Record<DisposalCause['source'], string>;
+const DISPOSAL_CAUSES = [...Object.values(DISPOSAL_LABELS), 'other'] as const;
 
 export const PROBE_OUTCOMES = ['ok', 'unreachable', 'read_only', 'timeout'] as const;
 export type ProbeOutcome = (typeof PROBE_OUTCOMES)[number];
@@ -22,8 +24,8 @@ export type ProbeOutcome = (typeof PROBE_OUTCOMES)[number];
 export interface PlatformMetrics {
   request(method: string, route: string, status: number, seconds: number): void;
   probe(outcome: ProbeOutcome, seconds: number): void;
-  /** A pool thrown away, with the reason given to dispose(); counted by cause. */
-  disposal(pool: PoolRole, reason: string): void;
+  /** A pool thrown away, with the cause given to dispose(); counted by who asked for it. */
+  disposal(pool: PoolRole, cause: DisposalCause): void;
   /** A disposal asked for during a failover episode but held back: the pool was too young (episode.ts). */
   disposalDamped(pool: PoolRole): void;
   /** A freshly built pool: its single connections retired at max lifetime are counted (a metric of their own). */
@@ -39,15 +41,6 @@ export const noMetrics: PlatformMetrics = {
   observePool() {},
   tick() {},
 };
-
-/** Maps a dispose() reason ("probe read_only", "poison in tick push-invoices: 25006") to its cause. */
-export function disposalCause(reason: string): DisposalCause {
-  if (reason === 'probe read_only') return 'probe_read_only';
-  if (reason.startsWith('poison in tick ')) return 'tick_poison';
-  if (reason.startsWith('poison in request')) return 'request_poison';
-  if (reason.startsWith('poison in ')) return 'background_poison';
-  return 'other';
-}
 
 // Latency buckets in seconds: a local write probe takes a millisecond, a tick up to a minute.
 const FAST = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
@@ -124,7 +117,7 @@ export function platformMetrics(registry: MetricsRegistry): PlatformMetrics {
       probes.inc({ outcome });
       probeSeconds.observe({ outcome }, seconds);
     },
-    disposal: (pool, reason) => disposals.inc({ pool, cause: disposalCause(reason) }),
+    disposal: (pool, cause) => disposals.inc({ pool, cause: DISPOSAL_LABELS[cause.source] }),
     disposalDamped: (pool) => damped.inc({ pool }),
     observePool: (pool, client) => countRetirements(client, () => retired.inc({ pool })),
     tick(name, outcome, seconds) {
