@@ -74,14 +74,19 @@ const SQLSTATE = /^(?:[0-9][0-9A-Z]|HV|P0|XX|F0)[0-9A-Z]{3}$/;
 /** The first SQLSTATE along the cause chain (Drizzle puts the driver's error on `cause`). */
 export function sqlstateOf(err: unknown): string | undefined {
   for (const e of causeChain(err)) {
-    const code = (e as { code?: unknown } | null)?.code;
+    const code = (e as { code?: unknown }).code;
     if (typeof code === 'string' && SQLSTATE.test(code)) return code;
   }
   return undefined;
 }
 
+// The outermost error and up to four causes, each summarised, linked as the chain links them.
+const SUMMARY_DEPTH = 5;
+
 export function describeError(err: unknown): ErrorSummary {
-  const summary = summarise(err, 0);
+  const chain = [...causeChain(err, { maxDepth: SUMMARY_DEPTH })].map(summarise);
+  for (let i = chain.length - 1; i > 0; i--) (chain[i - 1] as ErrorSummary).cause = chain[i];
+  const summary = chain[0] ?? summarise(err);
   const sqlstate = sqlstateOf(err);
   if (sqlstate !== undefined) summary.sqlstate = sqlstate;
   const poison = poisonReason(err);
@@ -90,7 +95,7 @@ export function describeError(err: unknown): ErrorSummary {
   return summary;
 }
 
-function summarise(err: unknown, depth: number): ErrorSummary {
+function summarise(err: unknown): ErrorSummary {
   if (!(err instanceof Error)) {
     // Never String() an object: that is how a client with its connection parameters gets printed.
     const message = (err as { message?: unknown } | null)?.message;
@@ -104,7 +109,6 @@ function summarise(err: unknown, depth: number): ErrorSummary {
   const summary: ErrorSummary = { name: err.name, message: redactParams(err.message) };
   const code = (err as { code?: unknown }).code;
   if (typeof code === 'string') summary.code = code;
-  if (err.cause !== undefined && depth < 4) summary.cause = summarise(err.cause, depth + 1);
   return summary;
 }
 

@@ -1,3 +1,5 @@
+import { causeChain, viaAnyWrapper } from '../error-chain.js';
+
 // Is this error a sign that the connection (or the whole pool) is pointed at the wrong server or is
 // broken? Then the caller disposes the pool and retries once on a fresh one (DESIGN.md §3).
 // Everything else (constraint, syntax and data errors, serialization failures, statement timeouts,
@@ -41,9 +43,6 @@ const MESSAGES: ReadonlyArray<readonly [RegExp, string]> = [
 // proxy/gateway failures count: 413 (request too large) and 507 (response too large) are the query's.
 const NEON_HTTP_STATUS = /^Server error \(HTTP status (50[0234])\)/;
 
-const MAX_DEPTH = 8;
-const MAX_NODES = 32;
-
 function reasonOf(e: object): string | undefined {
   const { code, message, type, target } = e as Record<string, unknown>;
   if (typeof code === 'string') {
@@ -62,28 +61,13 @@ function reasonOf(e: object): string | undefined {
   return undefined;
 }
 
-// Where wrapped errors hide: `cause` (Drizzle's DrizzleQueryError, pg-pool, fetch), `sourceError`
-// (NeonDbError), `errors` (AggregateError: localhost tries ::1 and 127.0.0.1), `error` (ErrorEvent).
-function inner(e: object): unknown[] {
-  const { cause, sourceError, errors, error } = e as Record<string, unknown>;
-  return [cause, sourceError, ...(Array.isArray(errors) ? errors : []), error];
-}
-
 /** A short, secret-free label for why `err` poisons its pool (for logs and metrics); else undefined. */
 export function poisonReason(err: unknown): string | undefined {
-  // Breadth first: the outermost meaningful label wins. Bounded, and cycle-safe.
-  let level: unknown[] = [err];
-  const seen = new Set<object>();
-  for (let depth = 0; depth < MAX_DEPTH && level.length > 0; depth++) {
-    const next: unknown[] = [];
-    for (const e of level) {
-      if (typeof e !== 'object' || e === null || seen.has(e) || seen.size >= MAX_NODES) continue;
-      seen.add(e);
-      const reason = reasonOf(e);
-      if (reason !== undefined) return reason;
-      next.push(...inner(e));
-    }
-    level = next;
+  // Breadth first, through every kind of wrapper: the outermost meaningful label wins.
+  for (const e of causeChain(err, { links: viaAnyWrapper })) {
+    if (typeof e !== 'object' || e === null) continue;
+    const reason = reasonOf(e);
+    if (reason !== undefined) return reason;
   }
   return undefined;
 }
@@ -98,8 +82,8 @@ export function isPoisoned(err: unknown): boolean {
  * but the request still cannot be served now: callers answer 503 with Retry-After, not 500.
  */
 export function isPoolExhausted(err: unknown): boolean {
-  for (let e = err, depth = 0; e instanceof Error && depth < MAX_DEPTH; e = e.cause, depth++) {
-    if (/^timeout exceeded when trying to connect/.test(e.message)) return true;
+  for (const e of causeChain(err)) {
+    if (e instanceof Error && /^timeout exceeded when trying to connect/.test(e.message)) return true;
   }
   return false;
 }
