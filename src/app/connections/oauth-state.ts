@@ -1,4 +1,5 @@
 import { and, eq, gt, lt, sql } from 'drizzle-orm';
+import { interval } from '../../platform/db/interval.js';
 import type { Database } from '../../platform/db/types.js';
 import { base64url, hashApiKey } from '../api-keys.js';
 import { oauthStates } from '../schema.js';
@@ -13,7 +14,7 @@ export async function issueState(db: Database, organizationId: string): Promise<
   await db.insert(oauthStates).values({
     stateHash: hashApiKey(state),
     organizationId,
-    expiresAt: sql`now() + ${`${STATE_TTL_MS} milliseconds`}::interval`,
+    expiresAt: sql`now() + ${interval(STATE_TTL_MS)}`,
   });
   return state;
 }

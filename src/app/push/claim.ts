@@ -1,4 +1,5 @@
 import { type SQL, sql } from 'drizzle-orm';
+import { interval } from '../../platform/db/interval.js';
 import type { Database } from '../../platform/db/types.js';
 import { countedMs, type XeroBudget } from './budget.js';
 import { rowsOf } from './rows.js';
@@ -47,8 +48,6 @@ export interface ClaimOptions {
   budget: XeroBudget;
 }
 
-const ms = (n: number) => sql`${`${Math.round(n)} milliseconds`}::interval`;
-
 /** A due push this owner may take. Literal status list: it must match the partial indexes' predicate. */
 const due = (owner: string) => sql`p.status IN ('queued', 'failed') AND p.next_attempt_at <= now()
   AND (p.lease_expires_at IS NULL OR p.lease_expires_at < now() OR p.lease_owner = ${owner})`;
@@ -60,8 +59,8 @@ const sendable = sql`c.status = 'active' AND g.status = 'active'
 function room(b: XeroBudget): SQL {
   return sql`least(
     ${b.concurrent} - cardinality(xero_budget_live(c.budget_slots, now())),
-    ${b.perMinute} - cardinality(xero_budget_live(c.budget_minute, now() - ${ms(countedMs(b, b.minuteMs))})),
-    ${b.perDay} - cardinality(xero_budget_live(c.budget_day, now() - ${ms(countedMs(b, b.dayMs))})))`;
+    ${b.perMinute} - cardinality(xero_budget_live(c.budget_minute, now() - ${interval(countedMs(b, b.minuteMs))})),
+    ${b.perDay} - cardinality(xero_budget_live(c.budget_day, now() - ${interval(countedMs(b, b.dayMs))})))`;
 }
 
 /**
@@ -90,9 +89,9 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
     // The leading comment names the statement within pg_stat_activity's first 1024 bytes of it
     // (track_activity_query_size), which is all an operator, or a test, sees of a waiting claim.
     await db.execute(sql`/* push claim: UPDATE invoice_pushes within Xero's budget */
-      WITH stamp AS (SELECT now() AS at, now() + ${ms(o.leaseMs)} AS slot),
+      WITH stamp AS (SELECT now() AS at, now() + ${interval(o.leaseMs)} AS slot),
       app AS (
-        SELECT a.id, xero_budget_live(a.budget_minute, now() - ${ms(countedMs(b, b.minuteMs))}) AS minute,
+        SELECT a.id, xero_budget_live(a.budget_minute, now() - ${interval(countedMs(b, b.minuteMs))}) AS minute,
                coalesce(a.paused_until > now(), false) AS paused
         FROM xero_app_limits a WHERE a.id = 'app' FOR UPDATE),
       total AS (
@@ -117,9 +116,9 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
           budget_slots = xero_budget_add(xero_budget_live(c.budget_slots, now()), stamp.slot,
                                          least(o.n, ${room(b)})::int),
           budget_minute = xero_budget_add(
-            xero_budget_live(c.budget_minute, now() - ${ms(countedMs(b, b.minuteMs))}), stamp.at, least(o.n, ${room(b)})::int),
+            xero_budget_live(c.budget_minute, now() - ${interval(countedMs(b, b.minuteMs))}), stamp.at, least(o.n, ${room(b)})::int),
           budget_day = xero_budget_add(
-            xero_budget_live(c.budget_day, now() - ${ms(countedMs(b, b.dayMs))}), stamp.at, least(o.n, ${room(b)})::int)
+            xero_budget_live(c.budget_day, now() - ${interval(countedMs(b, b.dayMs))}), stamp.at, least(o.n, ${room(b)})::int)
         FROM offer o CROSS JOIN stamp
         WHERE c.id = o.id AND o.n > 0 AND ${room(b)} > 0
         RETURNING c.id, (SELECT count(*) FROM unnest(c.budget_slots) AS s WHERE s = stamp.slot)::int AS n),

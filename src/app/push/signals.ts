@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import { interval } from '../../platform/db/interval.js';
 import type { Database } from '../../platform/db/types.js';
 import { countedMs, type XeroBudget } from './budget.js';
 
@@ -53,7 +54,7 @@ export async function recordLimitSignals(
 ): Promise<void> {
   if (tenants.length === 0 && app === null) return;
   const column = <T>(pick: (s: TenantSignals) => T) => sql.param(tenants.map(pick));
-  const since = (windowMs: number) => sql`now() - ${`${countedMs(budget, windowMs)} milliseconds`}::interval`;
+  const since = (windowMs: number) => sql`now() - ${interval(countedMs(budget, windowMs))}`;
   const lowered = (
     stamps: ReturnType<typeof sql>,
     limit: number,

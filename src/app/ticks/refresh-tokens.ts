@@ -1,4 +1,5 @@
 import { and, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
+import { interval } from '../../platform/db/interval.js';
 import type { Database } from '../../platform/db/types.js';
 import type { Logger } from '../../platform/log.js';
 import type { SecretBox } from '../../platform/secret-box.js';
@@ -86,7 +87,7 @@ export async function refreshExpiringTokens(db: Database, deps: RefreshTickDeps)
         eq(xeroGrants.status, 'active'),
         or(
           isNull(xeroGrants.accessExpiresAt),
-          lt(xeroGrants.accessExpiresAt, sql`now() + ${`${deps.refreshWithinMs} milliseconds`}::interval`),
+          lt(xeroGrants.accessExpiresAt, sql`now() + ${interval(deps.refreshWithinMs)}`),
         ),
         or(
           isNull(xeroGrants.refreshLeaseExpiresAt),
@@ -102,7 +103,7 @@ export async function refreshExpiringTokens(db: Database, deps: RefreshTickDeps)
     .update(xeroGrants)
     .set({
       refreshLeaseOwner: deps.owner,
-      refreshLeaseExpiresAt: sql`now() + ${`${deps.leaseMs} milliseconds`}::interval`,
+      refreshLeaseExpiresAt: sql`now() + ${interval(deps.leaseMs)}`,
       refreshStartedAt: sql`now()`,
       refreshStartedVersion: sql`${xeroGrants.tokenVersion}`,
     })
