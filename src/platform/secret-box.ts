@@ -2,6 +2,8 @@
 // A ciphertext is base64(iv || ciphertext+tag). The associated data binds it to its place (a row and
 // a column), so a ciphertext copied into another row does not decrypt.
 
+import { decodeBase64, encodeBase64 } from './base64.js';
+
 const IV_BYTES = 12;
 
 export interface SecretBox {
@@ -10,7 +12,7 @@ export interface SecretBox {
 }
 
 export async function createSecretBox(keyBase64: string): Promise<SecretBox> {
-  const raw = decodeBase64(keyBase64);
+  const raw = decodeBase64(keyBase64) ?? new Uint8Array();
   if (raw.length !== 32) throw new Error('the key must be 32 bytes, base64-encoded');
   const key = await crypto.subtle.importKey('raw', raw, 'AES-GCM', false, ['encrypt', 'decrypt']);
   const encoder = new TextEncoder();
@@ -28,7 +30,7 @@ export async function createSecretBox(keyBase64: string): Promise<SecretBox> {
       return encodeBase64(out);
     },
     async open(sealed, associatedData) {
-      const bytes = decodeBase64(sealed);
+      const bytes = decodeBase64(sealed) ?? new Uint8Array();
       const plain = await crypto.subtle.decrypt(
         { name: 'AES-GCM', iv: bytes.subarray(0, IV_BYTES), additionalData: encoder.encode(associatedData) },
         key,
@@ -41,18 +43,4 @@ export async function createSecretBox(keyBase64: string): Promise<SecretBox> {
 
 export function generateKeyBase64(): string {
   return encodeBase64(crypto.getRandomValues(new Uint8Array(32)));
-}
-
-function encodeBase64(bytes: Uint8Array): string {
-  let binary = '';
-  for (const b of bytes) binary += String.fromCharCode(b);
-  return btoa(binary);
-}
-
-function decodeBase64(text: string): Uint8Array<ArrayBuffer> {
-  try {
-    return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
-  } catch {
-    return new Uint8Array();
-  }
 }
