@@ -49,7 +49,9 @@ interface Episode {
 /** What dispose() should do with the pool it was asked to throw away. */
 export type DisposalDecision = 'dispose' | 'damp';
 
-const READ_ONLY_REASONS = new Set(['25006', 'probe read_only', 'in recovery', 'transaction_read_only']);
+// The reasons sign() is given that mean read-only: the poison classifier's SQLSTATE (db/poison.ts) and
+// the probe's findings (probe.ts).
+const READ_ONLY_REASONS = new Set(['25006', 'in recovery', 'transaction_read_only']);
 
 export class FailoverEpisodes {
   #open: Episode | undefined;
@@ -85,7 +87,7 @@ export class FailoverEpisodes {
   sign(kind: 'probe' | 'poison', reason: string, source: string): void {
     const now = this.#now();
     this.#endIfQuiet(now);
-    const readOnly = READ_ONLY_REASONS.has(reason) || reason.endsWith(': 25006');
+    const readOnly = READ_ONLY_REASONS.has(reason);
     let episode = this.#open;
     if (episode === undefined) {
       episode = {
