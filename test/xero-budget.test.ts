@@ -34,7 +34,9 @@ import { until } from './support/until.js';
 // A shortened minute for the test, on both sides alike (XERO_BUDGET_TEST_MINUTE_MS and the sandbox's
 // minuteMs). Xero's counts (5, 60, 5,000, 10,000) stay as they are.
 const MINUTE_MS = 3000;
-const BUDGET: XeroBudget = { ...XERO_BUDGET, minuteMs: MINUTE_MS, sendWithinMs: 100 };
+// A call may start up to 1 s after its claim: a loaded 2-core machine (CI beside other work) can take
+// longer than a tenth of a second to decrypt a token and open a socket, which deferred pushes at random.
+const BUDGET: XeroBudget = { ...XERO_BUDGET, minuteMs: MINUTE_MS, sendWithinMs: 1000 };
 
 let cluster: Cluster;
 let sandbox: Sandbox;
