@@ -135,6 +135,31 @@ describe('push tick, per push', () => {
     expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(4);
   });
 
+  it("logs each run's summary with its token-cache hits and misses; an empty run logs none", async () => {
+    const { handle } = await database();
+    const { org } = await connectedOrganization(handle.db, box, sandbox, 'Counted Co');
+    const { log: runLog, lines } = captureLog();
+    const tokens = new AccessTokenCache();
+    const shared = deps({ tokens, log: runLog });
+    for (const key of ['n-1', 'n-2', 'n-3']) {
+      await queuePush(handle.db, org.id, key);
+      await pushDueInvoices(handle.db, shared);
+    }
+    await pushDueInvoices(handle.db, shared); // nothing due
+    // Without a cache kept from run to run (the Worker's per-request ticks), every run misses.
+    await queuePush(handle.db, org.id, 'n-4');
+    await pushDueInvoices(handle.db, deps({ tokens: undefined, log: runLog }));
+    const summaries = lines.filter((l) => l.msg === 'push tick done');
+    expect(summaries.map((l) => [l.pushed, l.token_cache_hits, l.token_cache_misses])).toEqual([
+      [1, 0, 1],
+      [1, 1, 0],
+      [1, 1, 0],
+      [1, 0, 1],
+    ]);
+    expect(summaries[0]).toMatchObject({ level: 'info', claimed: 1, retrying: 0, dead: 0, deferred: 0 });
+    expect({ hits: tokens.hits, misses: tokens.misses }).toEqual({ hits: 2, misses: 1 });
+  });
+
   it('keeps a tenant to 5 calls in flight without making other tenants wait behind it', async () => {
     const { handle } = await database();
     const busy = await connectedOrganization(handle.db, box, sandbox, 'Busy Co');

@@ -18,15 +18,32 @@ export const tokenContext = (
  * entry is never stale: a new version is a miss. Decrypting (AES-GCM through WebCrypto, plus the
  * base64) cost more CPU than everything else a push does, once per push; now it is once per version.
  * The bound keeps a process with many grants from holding every token it ever saw.
+ * `hits` and `misses` count lookups over the cache's life (the push tick logs them per run): a cache
+ * rebuilt for every run shows as misses only.
  */
 export class AccessTokenCache {
   readonly #entries = new Map<string, { version: number; token: string }>();
+  #hits = 0;
+  #misses = 0;
 
   constructor(private readonly maxEntries = 10_000) {}
 
+  get hits(): number {
+    return this.#hits;
+  }
+
+  get misses(): number {
+    return this.#misses;
+  }
+
   get(grantId: string, version: number): string | undefined {
     const entry = this.#entries.get(grantId);
-    return entry?.version === version ? entry.token : undefined;
+    if (entry?.version === version) {
+      this.#hits += 1;
+      return entry.token;
+    }
+    this.#misses += 1;
+    return undefined;
   }
 
   set(grantId: string, version: number, token: string): void {
@@ -43,13 +60,15 @@ export class AccessTokenCache {
  * The access tokens of these grants (at the token_version the caller saw): cached ones at once, the
  * others read in one statement and decrypted once each. A row now at a newer version (a refresh landed
  * in between) yields the newer token. A token that does not decrypt maps to its error, so one bad row
- * does not fail the others; a grant without a stored token is absent.
+ * does not fail the others; a grant without a stored token is absent. `tally`, when given, counts this
+ * call's cache hits and misses (exact even when callers share the cache at once).
  */
 export async function accessTokens(
   db: Database,
   box: SecretBox,
   cache: AccessTokenCache,
   wanted: ReadonlyMap<string, number>,
+  tally?: { hits: number; misses: number },
 ): Promise<Map<string, string | Error>> {
   const out = new Map<string, string | Error>();
   const missing: string[] = [];
@@ -57,6 +76,10 @@ export async function accessTokens(
     const token = cache.get(grantId, version);
     if (token === undefined) missing.push(grantId);
     else out.set(grantId, token);
+  }
+  if (tally) {
+    tally.hits += out.size;
+    tally.misses += missing.length;
   }
   if (missing.length === 0) return out;
   const rows = await db

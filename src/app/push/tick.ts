@@ -111,8 +111,9 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
       versions.set(push.grant_id, push.token_version ?? 0);
     }
   }
+  const cached = { hits: 0, misses: 0 };
   const tokens = versions.size
-    ? await accessTokens(db, deps.box, deps.tokens ?? new AccessTokenCache(), versions)
+    ? await accessTokens(db, deps.box, deps.tokens ?? new AccessTokenCache(), versions, cached)
     : new Map<string, string | Error>();
   const ready: Ready[] = [];
   for (const push of sendable) {
@@ -200,6 +201,12 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
   }
   await settlePushes(db, deps.owner, settlements, grants, used);
   if (poison !== undefined) throw poison;
+  // One line per run that claimed something (an empty run returned above and logs nothing).
+  deps.log.info('push tick done', {
+    ...result,
+    token_cache_hits: cached.hits,
+    token_cache_misses: cached.misses,
+  });
   return result;
 }
 
