@@ -3,6 +3,8 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { Miniflare } from 'miniflare';
 import { parse } from 'smol-toml';
@@ -18,15 +20,16 @@ export interface WorkerBundle {
   compatibilityFlags: string[];
 }
 
-export function buildWorkerBundle(outdir: string): WorkerBundle {
+/** Bundles the Worker of `sourceDir` (a checkout with wrangler.toml; this repository by default). */
+export function buildWorkerBundle(outdir: string, sourceDir = repoRoot): WorkerBundle {
   execFileSync(resolve(repoRoot, 'node_modules/.bin/wrangler'), ['deploy', '--dry-run', '--outdir', outdir], {
-    cwd: repoRoot,
+    cwd: sourceDir,
     env: { ...process.env, XDG_CONFIG_HOME: join(outdir, 'config'), WRANGLER_SEND_METRICS: 'false' },
     stdio: 'pipe',
   });
   const script = join(outdir, 'worker.js');
   const code = readFileSync(script);
-  const toml = parse(readFileSync(resolve(repoRoot, 'wrangler.toml'), 'utf8')) as {
+  const toml = parse(readFileSync(resolve(sourceDir, 'wrangler.toml'), 'utf8')) as {
     compatibility_date?: string;
     compatibility_flags?: string[];
   };
@@ -41,8 +44,16 @@ export function buildWorkerBundle(outdir: string): WorkerBundle {
   };
 }
 
-/** A new workerd process running the bundle; bindings are the Worker's vars and secrets. */
-export function startMiniflare(bundle: WorkerBundle, bindings: Record<string, string>): Miniflare {
+/**
+ * A new workerd process running the bundle; bindings are the Worker's vars and secrets. With `onLine`,
+ * each line workerd writes (the Worker's console, so its JSON log lines) goes there instead of this
+ * process's stdout and stderr.
+ */
+export function startMiniflare(
+  bundle: WorkerBundle,
+  bindings: Record<string, string>,
+  onLine?: (line: string) => void,
+): Miniflare {
   return new Miniflare({
     modules: true,
     scriptPath: bundle.script,
@@ -50,6 +61,11 @@ export function startMiniflare(bundle: WorkerBundle, bindings: Record<string, st
     compatibilityDate: bundle.compatibilityDate,
     compatibilityFlags: bundle.compatibilityFlags,
     bindings,
+    ...(onLine && {
+      handleRuntimeStdio: (stdout: Readable, stderr: Readable) => {
+        for (const stream of [stdout, stderr]) createInterface({ input: stream }).on('line', onLine);
+      },
+    }),
   });
 }
 
