@@ -21,7 +21,7 @@ import { execFileSync } from 'node:child_process';
 import { symlinkSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { Miniflare } from 'miniflare';
+import type { Miniflare, RequestInit as MiniflareRequestInit } from 'miniflare';
 import pg from 'pg';
 import { freshDatabase } from '../test/support/databases.js';
 import { invoiceBody } from '../test/support/orgs.js';
@@ -146,9 +146,9 @@ async function migratedDatabase(env: Env, prefix: string) {
   return { url, handle };
 }
 
-async function timed(mf: Miniflare, path: string, init: RequestInit | undefined, expect: number) {
+async function timed(mf: Miniflare, path: string, init: MiniflareRequestInit | undefined, expect: number) {
   const started = performance.now();
-  const res = await mf.dispatchFetch(`http://worker${path}`, init as never);
+  const res = await mf.dispatchFetch(`http://worker${path}`, init);
   const body = await res.text();
   const ms = performance.now() - started;
   if (res.status !== expect) throw new Error(`Worker ${path}: ${res.status} ${body.slice(0, 300)}`);
