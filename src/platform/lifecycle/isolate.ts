@@ -26,6 +26,7 @@ import { loadTelemetryConfig } from '../telemetry/config.js';
 import { requestIdFrom } from '../telemetry/requests.js';
 import { noTelemetry } from '../telemetry/telemetry.js';
 import { TimeoutError, withTimeout } from '../timeout.js';
+import { FollowUpRuns } from './follow-up-runs.js';
 
 // The isolate lifecycle (Cloudflare Workers; ARCHITECTURE.md, "Workers"). There is no process to boot:
 // an isolate's first request builds the app once (configuration, the app module, the HTTP shell, the
@@ -96,6 +97,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
   let failure: BootFailureState | undefined;
   let booting: Promise<Isolate<E> | undefined> | undefined;
   let indexesLoadedAt = 0;
+  const followUps = new FollowUpRuns();
   /** Counts boot attempts, for the log and the bench. */
   let attempts = 0;
 
@@ -326,9 +328,8 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
         const tick = iso.app.ticks.find((t) => t.name === name);
         if (!tick) return;
         monitor ??= tickMonitor(iso, inv.database);
-        background.push(
-          iso.runTick(tick.name, tick.run, { database: inv.database, monitor }).catch(() => {}),
-        );
+        const target = { database: inv.database, monitor };
+        background.push(followUps.schedule(tick.name, () => iso.runTick(tick.name, tick.run, target)));
       },
     };
     try {

@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import { FollowUpRuns } from '../../src/platform/lifecycle/follow-up-runs.js';
+
+/** A run that stays in flight until released. */
+function gate() {
+  let release!: () => void;
+  const done = new Promise<void>((r) => (release = r));
+  return { done, release };
+}
+
+describe('follow-up runs (a tick scheduled on an isolate while it runs)', () => {
+  it('runs at once when nothing runs', async () => {
+    const runs = new FollowUpRuns();
+    let calls = 0;
+    await runs.schedule('push', async () => void (calls += 1));
+    expect(calls).toBe(1);
+  });
+
+  it('queues one follow-up however many ask while a run is in flight, and each waits for it', async () => {
+    const runs = new FollowUpRuns();
+    const first = gate();
+    const order: string[] = [];
+    const inFlight = runs.schedule('push', async () => {
+      order.push('first');
+      await first.done;
+    });
+    const a = runs.schedule('push', async () => void order.push('follow-up'));
+    const b = runs.schedule('push', async () => void order.push('never'));
+    let settled = 0;
+    for (const p of [a, b]) void p.then(() => (settled += 1));
+    await new Promise((r) => setTimeout(r, 10));
+    expect(order).toEqual(['first']);
+    expect(settled).toBe(0);
+    first.release();
+    await Promise.all([inFlight, a, b]);
+    expect(order).toEqual(['first', 'follow-up']);
+    // With nothing in flight any more, the next one runs at once again.
+    await runs.schedule('push', async () => void order.push('later'));
+    expect(order).toEqual(['first', 'follow-up', 'later']);
+  });
+
+  it('keeps ticks apart, and a failed run does not stop the follow-up', async () => {
+    const runs = new FollowUpRuns();
+    const order: string[] = [];
+    const failing = runs.schedule('push', async () => {
+      order.push('push failed');
+      throw new Error('boom');
+    });
+    const other = runs.schedule('refresh', async () => void order.push('refresh'));
+    const followUp = runs.schedule('push', async () => void order.push('push again'));
+    await Promise.all([failing, other, followUp]);
+    expect(order).toEqual(['push failed', 'refresh', 'push again']);
+  });
+});
