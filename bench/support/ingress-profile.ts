@@ -150,7 +150,7 @@ function stageOf(frame: Frame, callers: readonly Frame[]): string | undefined {
   if (pkg === '@hono/node-server') return STAGES.http;
   if (pkg === 'hono') return file.endsWith('/context.js') && fn === 'json' ? STAGES.response : STAGES.hono;
   if (file === 'src/app/invoices/view.ts') return STAGES.response;
-  if (file === 'src/app/auth.ts' || file === 'src/app/registry.ts') return STAGES.auth;
+  if (file === 'src/app/auth.ts' || file === 'src/app/api-key-index.ts') return STAGES.auth;
   if (file === 'src/app/invoices/store.ts' || file.startsWith('src/platform/db/')) return STAGES.store;
   if (file.startsWith('src/') || file.startsWith('bench/')) return STAGES.handler;
   return undefined;
