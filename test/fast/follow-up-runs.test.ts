@@ -12,7 +12,9 @@ describe('follow-up runs (a tick scheduled on an isolate while it runs)', () => 
   it('runs at once when nothing runs', async () => {
     const runs = new FollowUpRuns();
     let calls = 0;
-    await runs.schedule('push', async () => void (calls += 1));
+    await runs.schedule('push', async () => {
+      calls += 1;
+    });
     expect(calls).toBe(1);
   });
 
@@ -27,7 +29,11 @@ describe('follow-up runs (a tick scheduled on an isolate while it runs)', () => 
     const a = runs.schedule('push', async () => void order.push('follow-up'));
     const b = runs.schedule('push', async () => void order.push('never'));
     let settled = 0;
-    for (const p of [a, b]) void p.then(() => (settled += 1));
+    for (const p of [a, b]) {
+      void p.then(() => {
+        settled += 1;
+      });
+    }
     await new Promise((r) => setTimeout(r, 10));
     expect(order).toEqual(['first']);
     expect(settled).toBe(0);
