@@ -1,14 +1,36 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
+
+// Two layers (docs/testing.md). `npm test` runs both; `npm run test:fast` only the first.
+// - fast: pure logic and the app called in-process on PGlite. It spawns nothing, so it needs neither
+//   the build nor the secret scan of spawned servers' logs that the global setup does.
+// - integration: the process, cluster and Worker suites, which start Postgres clusters, child
+//   servers, PgBouncer and workerd.
+const FAST = 'test/fast/**/*.test.ts';
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
-    globalSetup: ['test/support/global-setup.ts'],
-    // Each test file starts its own Postgres clusters and child servers: two files at a time
-    // keep a 2-core machine responsive enough that timeouts mean something.
+    // A 2-core machine: two files at a time, across both projects.
     maxWorkers: 2,
-    testTimeout: 60_000,
-    hookTimeout: 120_000,
     pool: 'forks',
+    projects: [
+      {
+        test: {
+          name: 'fast',
+          include: [FAST],
+        },
+      },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/**/*.test.ts'],
+          exclude: [...configDefaults.exclude, FAST],
+          globalSetup: ['test/support/global-setup.ts'],
+          // Each test file starts its own Postgres clusters and child servers: two files at a time
+          // keep a 2-core machine responsive enough that timeouts mean something.
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+        },
+      },
+    ],
   },
 });

@@ -1,8 +1,5 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Scheduler } from '../src/platform/jobs/scheduler.js';
-import { createLogger, describeError } from '../src/platform/log.js';
-import { withLogContext } from '../src/platform/log-context.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { createOrg, waitForKey } from './support/orgs.js';
@@ -109,70 +106,5 @@ describe('request ids, error fields and error tracking', () => {
     } finally {
       await server.stop();
     }
-  });
-});
-
-describe('log fields', () => {
-  const capture = () => {
-    const lines: Record<string, unknown>[] = [];
-    return { log: createLogger('debug', {}, (l) => lines.push(JSON.parse(l))), lines };
-  };
-
-  it('an error carries its SQLSTATE and whether it poisons the pool', () => {
-    const readOnly = new Error('Failed query: update t set x = $1\nparams: 1', {
-      cause: Object.assign(new Error('cannot execute UPDATE in a read-only transaction'), { code: '25006' }),
-    });
-    expect(describeError(readOnly)).toMatchObject({
-      sqlstate: '25006',
-      poisoned: true,
-      poison_reason: '25006',
-    });
-    const reset = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
-    expect(describeError(reset)).toMatchObject({ poisoned: true, poison_reason: 'ECONNRESET' });
-    expect(describeError(reset).sqlstate).toBeUndefined();
-    const duplicate = Object.assign(new Error('duplicate key'), { code: '23505' });
-    expect(describeError(duplicate)).toMatchObject({ sqlstate: '23505', poisoned: false });
-  });
-
-  it('lines inside a context carry its fields, and concurrent contexts never mix', async () => {
-    const { log, lines } = capture();
-    const work = (id: string, delay: number) =>
-      withLogContext({ request_id: id }, async () => {
-        await new Promise((r) => setTimeout(r, delay));
-        log.info('step', { n: 1 });
-        await withLogContext({ tick: 'inner' }, async () => log.info('nested'));
-      });
-    await Promise.all([work('a', 20), work('b', 5)]);
-    log.info('outside');
-    expect(lines.map((l) => [l.msg, l.request_id, l.tick])).toEqual([
-      ['step', 'b', undefined],
-      ['nested', 'b', 'inner'],
-      ['step', 'a', undefined],
-      ['nested', 'a', 'inner'],
-      ['outside', undefined, undefined],
-    ]);
-  });
-
-  it('a loop that a request triggers logs under the loop, never under that request', async () => {
-    const { log, lines } = capture();
-    const loops = new Scheduler(log);
-    let runs = 0;
-    loops.register({
-      name: 'push',
-      intervalMs: 20,
-      run: async () => {
-        runs += 1;
-        log.info('loop ran');
-      },
-    });
-    loops.start();
-    withLogContext({ request_id: 'r-1' }, () => loops.trigger('push'));
-    await until(
-      async () => runs,
-      (n) => n >= 3,
-    );
-    await loops.stop();
-    const ran = lines.filter((l) => l.msg === 'loop ran');
-    expect(ran.every((l) => l.loop === 'push' && l.request_id === undefined)).toBe(true);
   });
 });

@@ -5,16 +5,10 @@
 // calls are routed to the sandbox by an interceptor on the axios instance the SDK itself loads.
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  CurrencyCode,
-  Invoice,
-  type LineItem,
-  ObjectSerializer,
-  type Invoices as SdkInvoices,
-  XeroClient,
-} from 'xero-node';
-import { authEventIdOf, toXeroInvoice, type XeroInvoicePayload } from '../src/app/xero/client.js';
+import { type Invoices as SdkInvoices, XeroClient } from 'xero-node';
+import { authEventIdOf, toXeroInvoice } from '../src/app/xero/client.js';
 import { type RunningXeroSandbox, startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { asSdkInvoice, stored } from './support/sdk-invoice.js';
 
 // openid-client and axios as xero-node resolves them (not dependencies of this project).
 const sdkRequire = createRequire(createRequire(import.meta.url).resolve('xero-node'));
@@ -69,47 +63,6 @@ function sdkClient(state = 'contract-state'): XeroClient {
   xero.accountingApi.basePath = sandbox.urls.apiBaseUrl;
   return xero;
 }
-
-/** Our payload, typed through xero-node's generated models: a field of the wrong type fails `tsc`. */
-function asSdkInvoice(payload: XeroInvoicePayload): Invoice {
-  const lineItems: LineItem[] = payload.LineItems.map((l) => ({
-    description: l.Description,
-    quantity: l.Quantity,
-    unitAmount: l.UnitAmount,
-    ...(l.AccountCode === undefined ? {} : { accountCode: l.AccountCode }),
-  }));
-  return {
-    type: Invoice.TypeEnum[payload.Type],
-    status: Invoice.StatusEnum[payload.Status],
-    contact: { name: payload.Contact.Name },
-    lineItems,
-    date: payload.Date,
-    ...(payload.DueDate === undefined ? {} : { dueDate: payload.DueDate }),
-    currencyCode: CurrencyCode[payload.CurrencyCode as keyof typeof CurrencyCode],
-    ...(payload.Reference === undefined ? {} : { reference: payload.Reference }),
-  };
-}
-
-const stored = {
-  contact: { name: 'Contract Customer' },
-  lineItems: [
-    { description: 'Four places', quantity: '2.5', unitAmount: '0.1234' },
-    { description: 'Plain', quantity: '1', unitAmount: '10.00', accountCode: '200' },
-  ],
-  date: '2026-11-29',
-  dueDate: '2026-12-13',
-  currency: 'NZD',
-  reference: 'PO-1',
-};
-
-describe('our invoice payload and xero-node’s models', () => {
-  it('serialises, through the SDK’s own ObjectSerializer, to exactly what toXeroInvoice sends', () => {
-    const payload = toXeroInvoice(stored);
-    expect(ObjectSerializer.serialize(asSdkInvoice(payload), 'Invoice')).toEqual(payload);
-    expect(typeof payload.LineItems[0]?.Quantity).toBe('number');
-    expect(typeof payload.LineItems[0]?.UnitAmount).toBe('number');
-  });
-});
 
 describe('xero-node against the sandbox', () => {
   it('code exchange, /connections (with authEventId), refresh, createInvoices with an idempotency key, disconnect, revoke', async () => {

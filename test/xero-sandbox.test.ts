@@ -1,8 +1,7 @@
 // The Xero sandbox over real HTTP: OAuth (auth code, refresh rotation and grace, client auth), tenants,
 // invoices with Idempotency-Key, rate limits, every fault kind, the control API and its stats.
+// (Its in-process use is tested in test/fast/xero-sandbox.test.ts.)
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createXeroSandbox } from '../tools/xero-sandbox/app.js';
-import { inProcessFetch } from '../tools/xero-sandbox/in-process.js';
 import { type RunningXeroSandbox, startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import type { SandboxStats } from '../tools/xero-sandbox/stats.js';
 
@@ -635,28 +634,5 @@ describe('control API', () => {
     expect((await stats()).invoiceCalls).toBe(0);
     expect((await control<Json[]>('/tenants')).body).toEqual([]);
     expect((await refresh(session.refresh_token)).status).toBe(400);
-  });
-});
-
-describe('in-process use', () => {
-  it('serves the same app without a socket; a drop becomes a TypeError', async () => {
-    const { app, state } = createXeroSandbox();
-    const fetchSandbox = inProcessFetch(app);
-    const { tokens } = state.createGrant();
-    const tenantId = [...state.tenants.keys()][0] as string;
-    state.faults.add({ target: 'invoices', kind: 'drop' });
-    const put = () =>
-      fetchSandbox('/api.xro/2.0/Invoices', {
-        method: 'PUT',
-        headers: {
-          authorization: `Bearer ${tokens.access_token}`,
-          'xero-tenant-id': tenantId,
-          'idempotency-key': 'k1',
-        },
-        body: JSON.stringify({ Invoices: [invoice()] }),
-      });
-    await expect(put()).rejects.toThrow(TypeError);
-    expect((await put()).status).toBe(200);
-    expect(state.stats.invoicesCreated[tenantId]).toBe(1);
   });
 });

@@ -1,8 +1,8 @@
 // The episode's rules on a clock the test moves: the damping schedule, the end of an episode and its
 // summary. (test/failover-episodes.test.ts proves the same against real databases.)
 import { describe, expect, it } from 'vitest';
-import { FailoverEpisodes } from '../src/platform/db/episode.js';
-import { createLogger } from '../src/platform/log.js';
+import { FailoverEpisodes } from '../../src/platform/db/episode.js';
+import { createLogger } from '../../src/platform/log.js';
 
 function setup() {
   let now = 1_000_000;

@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import { loadAppConfig } from '../../src/app/config.js';
+import { ConfigError, loadConfig } from '../../src/platform/config.js';
+
+describe('configuration', () => {
+  it('defaults to the embedded database and documented values', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      port: 8080,
+      host: '0.0.0.0',
+      database: { driver: 'pglite', dataDir: '.data/pglite' },
+      poolMax: 10,
+      poolMaxLifetimeSeconds: 300,
+      probeTimeoutMs: 2000,
+      shutdownTimeoutMs: 25_000,
+      logLevel: 'info',
+    });
+    expect(loadConfig({ DATABASE_URL: 'memory://' }).database).toEqual({
+      driver: 'pglite',
+      dataDir: 'memory://',
+    });
+    expect(loadConfig({ DATABASE_URL: 'postgresql://u@h/db' }).database).toEqual({
+      driver: 'pg',
+      url: 'postgresql://u@h/db',
+    });
+  });
+
+  it('names every bad variable in one error and never echoes a value', () => {
+    const secret = 'postgres-but-not://user:hunter2@db';
+    let error: unknown;
+    try {
+      loadConfig({
+        PORT: '80a',
+        DATABASE_URL: secret,
+        POOL_MAX: '0',
+        LOG_LEVEL: 'loud',
+        PROBE_TIMEOUT_MS: '-1',
+      });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const { message, problems } = error as ConfigError;
+    expect(problems.map((p) => p.split(' ')[0]).sort()).toEqual(
+      ['DATABASE_URL', 'LOG_LEVEL', 'POOL_MAX', 'PORT', 'PROBE_TIMEOUT_MS'].sort(),
+    );
+    expect(message).not.toContain('hunter2');
+    expect(message).not.toContain('80a');
+  });
+
+  it('asks Xero for the granular invoices scope by default, and refuses scopes that cannot push', () => {
+    expect(loadAppConfig({}).xero.scopes).toBe('offline_access accounting.invoices');
+    expect(loadAppConfig({ XERO_SCOPES: 'offline_access accounting.transactions' }).xero.scopes).toBe(
+      'offline_access accounting.transactions',
+    );
+    for (const scopes of ['accounting.invoices', 'offline_access accounting.contacts']) {
+      expect(() => loadAppConfig({ XERO_SCOPES: scopes })).toThrow(/XERO_SCOPES/);
+    }
+  });
+
+  it('validates MIGRATION_LOCK_TIMEOUT_MS and DATABASE_POOLER', () => {
+    expect(loadConfig({})).toMatchObject({ migrationLockTimeoutMs: 120_000, databasePooler: 'auto' });
+    expect(loadConfig({ MIGRATION_LOCK_TIMEOUT_MS: '0', DATABASE_POOLER: 'transaction' })).toMatchObject({
+      migrationLockTimeoutMs: 0,
+      databasePooler: 'transaction',
+    });
+    expect(() => loadConfig({ MIGRATION_LOCK_TIMEOUT_MS: '2m', DATABASE_POOLER: 'statement' })).toThrow(
+      /MIGRATION_LOCK_TIMEOUT_MS must be an integer from 0 to 3600000; DATABASE_POOLER must be one of auto, session, transaction/,
+    );
+  });
+
+  it('treats empty variables as unset', () => {
+    expect(loadConfig({ PORT: '', DATABASE_URL: '' })).toMatchObject({
+      port: 8080,
+      database: { driver: 'pglite' },
+    });
+  });
+});
