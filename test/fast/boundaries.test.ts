@@ -1,0 +1,133 @@
+// The layering rules (ARCHITECTURE.md, DESIGN.md section 2), checked on the imports esbuild resolves:
+// - nothing under src/platform/ imports anything under src/app/, statically or with import();
+// - a runtime entry (src/runtime/node.ts, bun.ts, worker.ts) imports only src/platform/** and
+//   src/app/module.ts: it wires the platform's adapter to the app module and holds nothing else.
+// esbuild's metafile lists, for every file it reached, each import it kept with the file it resolved
+// to and its kind (import statement, re-export, dynamic import, require). Imports TypeScript erases
+// (`import type`, `export type`, `typeof import()`) never reach a bundle and are not listed; `tsc`
+// still type-checks across them.
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { build } from 'esbuild';
+import { describe, expect, it } from 'vitest';
+import { repoRoot } from '../support/server.js';
+
+const RUNTIME_ENTRIES = ['src/runtime/node.ts', 'src/runtime/bun.ts', 'src/runtime/worker.ts'];
+const APP_MODULE = 'src/app/module.ts';
+
+interface Import {
+  /** The importing file, relative to the root, with forward slashes. */
+  from: string;
+  /** The file it resolved to (relative to the root), or the specifier of an external import. */
+  to: string;
+  kind: string;
+  external: boolean;
+}
+
+/** The .ts files under `dir` (relative to `root`), with forward slashes. */
+function sourcesUnder(root: string, dir: string): string[] {
+  return readdirSync(join(root, dir), { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile() && e.name.endsWith('.ts') && !e.name.endsWith('.d.ts'))
+    .map((e) =>
+      join(e.parentPath, e.name)
+        .slice(root.length + 1)
+        .replaceAll('\\', '/'),
+    )
+    .sort();
+}
+
+/** Every import of every file reachable from the entries, as esbuild resolved it. */
+async function importsFrom(root: string, entryPoints: string[]): Promise<Import[]> {
+  const { metafile } = await build({
+    absWorkingDir: root,
+    entryPoints,
+    bundle: true,
+    metafile: true,
+    write: false,
+    platform: 'node',
+    format: 'esm',
+    // Packages are not ours to check, and the Worker's `cloudflare:` modules only resolve in workerd.
+    packages: 'external',
+    external: ['cloudflare:*'],
+    outdir: join(root, '.boundaries-out'),
+    logLevel: 'silent',
+  });
+  return Object.entries(metafile.inputs).flatMap(([from, input]) =>
+    input.imports.map((i) => ({ from, to: i.path, kind: i.kind, external: i.external === true })),
+  );
+}
+
+const show = (imports: Import[]) => imports.map((i) => `${i.from} -> ${i.to} (${i.kind})`);
+
+/** Imports from src/platform/ into src/app/. */
+async function platformIntoApp(root: string): Promise<string[]> {
+  const imports = await importsFrom(root, sourcesUnder(root, 'src/platform'));
+  return show(imports.filter((i) => i.from.startsWith('src/platform/') && i.to.startsWith('src/app/')));
+}
+
+/** Imports of the runtime entries that are neither the platform nor the app module. */
+async function runtimeBeyondWiring(root: string, entries: string[]): Promise<string[]> {
+  const imports = await importsFrom(root, entries);
+  const allowed = (i: Import) => !i.external && (i.to.startsWith('src/platform/') || i.to === APP_MODULE);
+  return show(imports.filter((i) => entries.includes(i.from) && !allowed(i)));
+}
+
+/** A throwaway source tree: path -> contents. */
+async function inFixture(files: Record<string, string>, check: (root: string) => Promise<void>) {
+  const root = mkdtempSync(join(tmpdir(), 'boundaries-'));
+  try {
+    for (const [path, text] of Object.entries(files)) {
+      mkdirSync(dirname(join(root, path)), { recursive: true });
+      writeFileSync(join(root, path), text);
+    }
+    await check(root);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+describe('import boundaries', () => {
+  it('nothing under src/platform/ imports src/app/, statically or with import()', async () => {
+    expect(sourcesUnder(repoRoot, 'src/platform').length).toBeGreaterThan(10);
+    expect(await platformIntoApp(repoRoot)).toEqual([]);
+  });
+
+  it('a runtime entry imports only src/platform/** and src/app/module.ts', async () => {
+    expect(await runtimeBeyondWiring(repoRoot, RUNTIME_ENTRIES)).toEqual([]);
+  });
+
+  it('the checks see static, re-exported, dynamic and nested imports, and resolve paths', async () => {
+    const files = {
+      'src/app/module.ts': 'export const module = 1;\n',
+      'src/app/routes.ts': 'export const routes = 1;\n',
+      'src/platform/clean.ts': "import { helper } from './nested/helper.js';\nexport const x = helper;\n",
+      'src/platform/nested/helper.ts': 'export const helper = 1;\n',
+      'src/platform/static.ts': "import { routes } from '../app/routes.js';\nexport const s = routes;\n",
+      'src/platform/reexport.ts': "export * from '../app/routes.js';\n",
+      'src/platform/lazy.ts': "export const load = () => import('../app/routes.js');\n",
+      'src/platform/deep/inner.ts': "import '../../app/module.js';\n",
+      // A type-only import is erased, as in the build: not a runtime dependency.
+      'src/platform/types.ts':
+        "import type { routes } from '../app/routes.js';\nexport type R = typeof routes;\n",
+      'src/runtime/node.ts': "import '../platform/clean.js';\nimport '../app/module.js';\n",
+      'src/runtime/bun.ts': "import { hostname } from 'node:os';\nimport '../app/routes.js';\nhostname();\n",
+      'src/runtime/worker.ts': "import './helper.js';\nimport 'hono';\n",
+      'src/runtime/helper.ts': 'export {};\n',
+    };
+    await inFixture(files, async (root) => {
+      expect((await platformIntoApp(root)).sort()).toEqual([
+        'src/platform/deep/inner.ts -> src/app/module.ts (import-statement)',
+        'src/platform/lazy.ts -> src/app/routes.ts (dynamic-import)',
+        'src/platform/reexport.ts -> src/app/routes.ts (import-statement)',
+        'src/platform/static.ts -> src/app/routes.ts (import-statement)',
+      ]);
+      expect((await runtimeBeyondWiring(root, RUNTIME_ENTRIES)).sort()).toEqual([
+        'src/runtime/bun.ts -> node:os (import-statement)',
+        'src/runtime/bun.ts -> src/app/routes.ts (import-statement)',
+        'src/runtime/worker.ts -> hono (import-statement)',
+        'src/runtime/worker.ts -> src/runtime/helper.ts (import-statement)',
+      ]);
+    });
+  });
+});
