@@ -1,11 +1,17 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 
-// Two layers (docs/testing.md). `npm test` runs both; `npm run test:fast` only the first.
+// Two layers (docs/testing.md). `npm test` runs both; `npm run test:fast` only the first (the projects
+// named fast*).
 // - fast: pure logic and the app called in-process on PGlite. It spawns nothing, so it needs neither
 //   the build nor the secret scan of spawned servers' logs that the global setup does.
 // - integration: the process, cluster and Worker suites, which start Postgres clusters, child
 //   servers, PgBouncer and workerd.
 const FAST = 'test/fast/**/*.test.ts';
+// Fast files share their workers' modules (isolate: false): importing hono, drizzle, pg and xero-node
+// afresh for every file was most of the layer's time. A file that must see modules nobody else loaded
+// runs in fast-isolated: the validation messages must come from our schemas alone, and the Xero
+// sandbox loads classic zod, whose English locale would otherwise supply them.
+const FAST_ISOLATED = ['test/fast/validation-messages.test.ts'];
 
 export default defineConfig({
   test: {
@@ -17,6 +23,14 @@ export default defineConfig({
         test: {
           name: 'fast',
           include: [FAST],
+          exclude: [...configDefaults.exclude, ...FAST_ISOLATED],
+          isolate: false,
+        },
+      },
+      {
+        test: {
+          name: 'fast-isolated',
+          include: FAST_ISOLATED,
         },
       },
       {
