@@ -25,6 +25,8 @@ export default defineConfig({
           include: [FAST],
           exclude: [...configDefaults.exclude, ...FAST_ISOLATED],
           isolate: false,
+          // The first run on a machine builds the PGlite template (test/support/pglite-template.ts).
+          hookTimeout: 60_000,
         },
       },
       {

@@ -1,0 +1,243 @@
+// The app called in process: honest-health's module inside the platform's HTTP shell, on an in-memory
+// PGlite (test/support/in-process.ts). The same routes the spawned servers of the integration layer
+// serve, without a socket, a child process or a cluster.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { saveGrant } from '../../src/app/connections/grants.js';
+import { createOrganization } from '../../src/app/organizations.js';
+import type { DatabaseDriver } from '../../src/platform/db/types.js';
+import { ReadinessGate } from '../../src/platform/gate.js';
+import { createSecretBox } from '../../src/platform/secret-box.js';
+import { type InProcessApp, startInProcess } from '../support/in-process.js';
+import { invoiceBody } from '../support/orgs.js';
+import { TEST_TOKEN_KEY } from '../support/server.js';
+
+let app: InProcessApp;
+let apiKey: string;
+let otherKey: string;
+
+beforeAll(async () => {
+  app = await startInProcess();
+  apiKey = (await createOrganization(app.database.db, 'In Process Ltd')).apiKey;
+  otherKey = (await createOrganization(app.database.db, 'Other Org')).apiKey;
+  await app.reloadIndexes();
+});
+afterAll(async () => {
+  await app?.close();
+});
+
+let keys = 0;
+function post(body: unknown, headers: Record<string, string> = {}) {
+  return app.request('/api/invoices', {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${apiKey}`,
+      'content-type': 'application/json',
+      'idempotency-key': `fast-${++keys}`,
+      ...headers,
+    },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+}
+const get = (path: string, key = apiKey) =>
+  app.request(path, { headers: { authorization: `Bearer ${key}` } });
+
+describe('health in process', () => {
+  it('answers liveness with the database not there at all, and readiness 503 without a ready database', async () => {
+    const touched: string[] = [];
+    const absent: DatabaseDriver = {
+      name: 'absent',
+      createPool: () => {
+        touched.push('createPool');
+        throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' });
+      },
+      ready: async () => void touched.push('ready'),
+      close: async () => {},
+    };
+    const down = await startInProcess({ driver: absent });
+    try {
+      for (const path of ['/livez', '/health', '/healthz']) {
+        const res = await down.request(path);
+        expect(res.status, path).toBe(200);
+        expect(await res.json()).toEqual({ status: 'ok' });
+      }
+      expect(touched).toEqual([]);
+      const ready = await down.request('/readyz');
+      expect(ready.status).toBe(503);
+      expect(await ready.json()).toEqual({
+        status: 'unavailable',
+        checks: { boot: 'ok', database: 'unreachable' },
+      });
+    } finally {
+      await down.close();
+    }
+  });
+
+  it('answers readiness 200 when the database takes a write, and 503 while booting', async () => {
+    const res = await app.request('/readyz');
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ status: 'ok', checks: { boot: 'ok', database: 'ok' } });
+    const { rows } = await app.database.pool.query<{ beats: number }>(
+      "SELECT beats FROM health_heartbeat WHERE instance_id = 'fast-layer'",
+    );
+    expect(rows[0]?.beats).toBeGreaterThanOrEqual(1);
+
+    // Another boot of the same app on the same database, its gate not opened yet.
+    const booting = app.behind(new ReadinessGate());
+    const closed = await booting('/readyz');
+    expect(closed.status).toBe(503);
+    expect(await closed.json()).toEqual({
+      status: 'unavailable',
+      checks: { boot: 'booting', database: 'ok' },
+    });
+    // Liveness never waits for boot.
+    expect((await booting('/livez')).status).toBe(200);
+  });
+});
+
+describe('POST /api/invoices in process', () => {
+  it('queues an invoice with a real API key: 202, stored and readable; it awaits a Xero connection', async () => {
+    const before = app.scheduled.length;
+    const res = await post(invoiceBody({ reference: 'PO-1' }));
+    expect(res.status).toBe(202);
+    const created = (await res.json()) as { id: string; status: string; invoice: unknown };
+    expect(created).toMatchObject({
+      status: 'awaiting_connection',
+      invoice: invoiceBody({ reference: 'PO-1' }),
+    });
+    // Nothing to push yet: no tick is asked for.
+    expect(app.scheduled.slice(before)).toEqual([]);
+    const read = await get(`/api/invoices/${created.id}`);
+    expect(read.status).toBe(200);
+    expect(await read.json()).toMatchObject({ id: created.id, status: 'awaiting_connection' });
+    // Another organization's key does not see it.
+    expect((await get(`/api/invoices/${created.id}`, otherKey)).status).toBe(404);
+  });
+
+  it('queues for a connected organization and asks for the push tick at once', async () => {
+    const org = await createOrganization(app.database.db, 'Connected Ltd');
+    await app.reloadIndexes();
+    const box = await createSecretBox(TEST_TOKEN_KEY);
+    const tenantId = crypto.randomUUID();
+    await saveGrant(app.database.db, box, {
+      organizationId: org.id,
+      authEventId: null,
+      scope: 'offline_access accounting.invoices',
+      tokens: { accessToken: 'access', refreshToken: 'refresh', expiresAt: new Date(Date.now() + 1_800_000) },
+      tenants: [{ tenantId, tenantName: 'Connected', connectionId: null, authEventId: null }],
+    });
+    const before = app.scheduled.length;
+    const res = await post(invoiceBody(), { authorization: `Bearer ${org.apiKey}` });
+    expect(res.status).toBe(202);
+    expect(await res.json()).toMatchObject({ status: 'queued' });
+    expect(app.scheduled.slice(before)).toEqual(['push-invoices']);
+  });
+
+  it('replays the same key and body with 200, and refuses the same key with another body', async () => {
+    const headers = { 'idempotency-key': 'replayed-key' };
+    expect((await post(invoiceBody(), headers)).status).toBe(202);
+    expect((await post(invoiceBody(), headers)).status).toBe(200);
+    const conflict = await post(invoiceBody({ reference: 'other' }), headers);
+    expect(conflict.status).toBe(409);
+    expect(await conflict.json()).toMatchObject({ error: { code: 'idempotency_conflict' } });
+  });
+
+  it('answers 401 without a key, or with a key it does not know', async () => {
+    for (const authorization of [undefined, 'Bearer hh_live_unknown', `Basic ${apiKey}`, apiKey]) {
+      const res = await app.request('/api/invoices', {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'idempotency-key': `k-${++keys}`,
+          ...(authorization ? { authorization } : {}),
+        },
+        body: JSON.stringify(invoiceBody()),
+      });
+      expect(res.status, String(authorization)).toBe(401);
+      expect(await res.json()).toMatchObject({ error: { code: 'unauthorized' } });
+    }
+  });
+
+  it('answers bad input with a status and a body naming the field, and stores nothing', async () => {
+    const count = async () =>
+      Number(
+        (await app.database.pool.query<{ n: string }>('SELECT count(*) AS n FROM invoice_pushes')).rows[0]?.n,
+      );
+    const before = await count();
+
+    const noKey = await post(invoiceBody(), { 'idempotency-key': '' });
+    expect(noKey.status).toBe(400);
+    expect(await noKey.json()).toMatchObject({
+      error: { code: 'invalid_idempotency_key', fields: [{ path: 'Idempotency-Key' }] },
+    });
+
+    const malformed = await post('{"contact": ');
+    expect(malformed.status).toBe(400);
+    expect(await malformed.json()).toMatchObject({ error: { code: 'malformed_json' } });
+
+    const invalid = await post({
+      ...invoiceBody({ currency: 'nzd' }),
+      lineItems: [{ description: 'Widget', quantity: '-2', unitAmount: '10.50' }],
+    });
+    expect(invalid.status).toBe(422);
+    const { error } = (await invalid.json()) as { error: { code: string; fields: { path: string }[] } };
+    expect(error.code).toBe('validation_failed');
+    expect(error.fields.map((f) => f.path).sort()).toEqual(['currency', 'lineItems.0.quantity']);
+
+    const notJson = await post(JSON.stringify(invoiceBody()), { 'content-type': 'text/plain' });
+    expect(notJson.status).toBe(415);
+    expect(await count()).toBe(before);
+  });
+});
+
+describe('GET /api/invoices in process', () => {
+  it('pages newest first with a cursor, without gaps or repeats, and refuses a cursor it did not make', async () => {
+    const org = await createOrganization(app.database.db, 'Paging Ltd');
+    await app.reloadIndexes();
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const res = await post(invoiceBody({ reference: `page-${i}` }), {
+        authorization: `Bearer ${org.apiKey}`,
+      });
+      ids.push(((await res.json()) as { id: string }).id);
+    }
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const query: string = cursor === null ? '' : `&cursor=${cursor}`;
+      const res = await get(`/api/invoices?limit=2${query}`, org.apiKey);
+      expect(res.status).toBe(200);
+      const page = (await res.json()) as { data: { id: string }[]; nextCursor: string | null };
+      seen.push(...page.data.map((p) => p.id));
+      cursor = page.nextCursor;
+    } while (cursor !== null);
+    expect(seen).toEqual([...ids].reverse());
+
+    const bad = await get('/api/invoices?cursor=not-a-cursor', org.apiKey);
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({
+      error: { code: 'invalid_query', fields: [{ path: 'cursor' }] },
+    });
+  });
+});
+
+describe('a database that turns read-only, in process', () => {
+  it('readiness says read_only, a write answers 503 with Retry-After (never 500), and both recover', async () => {
+    await app.database.pool.query('SET default_transaction_read_only = on');
+    try {
+      const ready = await app.request('/readyz');
+      expect(ready.status).toBe(503);
+      expect(await ready.json()).toEqual({
+        status: 'unavailable',
+        checks: { boot: 'ok', database: 'read_only' },
+      });
+      const write = await post(invoiceBody({ reference: 'during' }));
+      expect(write.status).toBe(503);
+      expect(write.headers.get('retry-after')).toBe('1');
+      expect(await write.json()).toMatchObject({ error: { code: 'database_unavailable' } });
+    } finally {
+      await app.database.pool.query('SET default_transaction_read_only = off');
+    }
+    expect((await app.request('/readyz')).status).toBe(200);
+    expect((await post(invoiceBody({ reference: 'after' }))).status).toBe(202);
+  });
+});

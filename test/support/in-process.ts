@@ -1,0 +1,124 @@
+// The app in process, on PGlite: the module's routes inside the platform's HTTP shell, served the way
+// the process lifecycle serves them (src/platform/lifecycle/process.ts, "bind listener"), but called
+// with `shell.request()` instead of through a socket. No child process, no cluster, no network. The
+// database is the embedded driver (src/platform/db/drivers/pglite.ts) on a data directory of its own.
+import { honestHealth } from '../../src/app/module.js';
+import { loadConfig } from '../../src/platform/config.js';
+import { createDriver } from '../../src/platform/db/driver.js';
+import { FailoverEpisodes } from '../../src/platform/db/episode.js';
+import { DatabaseHandle } from '../../src/platform/db/handle.js';
+import { migrate } from '../../src/platform/db/migrate.js';
+import { WriteProbe } from '../../src/platform/db/probe.js';
+import type { DatabaseDriver } from '../../src/platform/db/types.js';
+import { disabledErrorTracker } from '../../src/platform/error-tracking.js';
+import { ReadinessGate } from '../../src/platform/gate.js';
+import { createShell, type ServedScope } from '../../src/platform/http/shell.js';
+import { createLogger, type Logger } from '../../src/platform/log.js';
+import { noTelemetry } from '../../src/platform/telemetry/telemetry.js';
+import { freshPgliteDir } from './pglite-template.js';
+import { TEST_TOKEN_KEY } from './server.js';
+
+export interface InProcessApp {
+  /** `shell.request()` with this app's scope: a path (or URL) and a RequestInit. */
+  request(path: string, init?: RequestInit): Promise<Response>;
+  database: DatabaseHandle;
+  gate: ReadinessGate;
+  /** The same app and database behind another gate (a second shell, as another boot would build). */
+  behind(gate: ReadinessGate): (path: string, init?: RequestInit) => Promise<Response>;
+  /** Ticks the requests asked to run soon (scope.schedule), in order. */
+  scheduled: string[];
+  /** Every log line, parsed. */
+  lines: Record<string, unknown>[];
+  /** Reloads the app's indexes (the API-key index), as the refresh loop does. */
+  reloadIndexes(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface InProcessOptions {
+  env?: Record<string, string>;
+  /** Serve over this driver and skip migrations and indexes (a database that is not there). */
+  driver?: DatabaseDriver;
+}
+
+function capturingLog(): { log: Logger; lines: Record<string, unknown>[] } {
+  const lines: Record<string, unknown>[] = [];
+  return { log: createLogger('debug', {}, (line) => lines.push(JSON.parse(line))), lines };
+}
+
+/** Boots honest-health in process: a fresh PGlite, migrated, its indexes loaded, the gate open. */
+export async function startInProcess(options: InProcessOptions = {}): Promise<InProcessApp> {
+  const env = { TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY, ...options.env };
+  const data = options.driver ? undefined : await freshPgliteDir();
+  const config = loadConfig(env);
+  if (data) config.database = { driver: 'pglite', dataDir: data.dir };
+  const appConfig = honestHealth.loadConfig(env);
+  const { log, lines } = capturingLog();
+  const instanceId = 'fast-layer';
+  const app = await honestHealth.create(appConfig, { lifecycle: 'process', instanceId, log, embedded: true });
+
+  const driver = options.driver ?? createDriver(config, log);
+  const episodes = new FailoverEpisodes(log);
+  const database = new DatabaseHandle(driver, 'app', log, noTelemetry, episodes);
+  const probeDatabase = new DatabaseHandle(driver, 'probe', log, noTelemetry, episodes);
+  const probe = new WriteProbe({
+    probe: probeDatabase,
+    app: database,
+    timeoutMs: config.probeTimeoutMs,
+    instanceId,
+    log,
+  });
+  const reloadIndexes = async () => {
+    for (const index of app.indexes) await index.load(database.db);
+  };
+  if (!options.driver) {
+    await driver.ready();
+    await migrate(database.pool, honestHealth.migrations, log, { timeoutMs: config.migrationLockTimeoutMs });
+    await reloadIndexes();
+  }
+
+  const ticks = app.ticks.map(({ name, intervalMs }) => ({ name, intervalMs }));
+  const scheduled: string[] = [];
+  const scope: ServedScope = {
+    database,
+    probeDatabase,
+    probe,
+    schedule: (tick) => void scheduled.push(tick),
+  };
+  const behind = (gate: ReadinessGate) => {
+    const shell = createShell({
+      app,
+      gate,
+      log,
+      errors: disabledErrorTracker,
+      telemetry: noTelemetry,
+      metrics: { token: undefined, render: async () => '' },
+      tickHealth: {
+        ticks,
+        policy: { intervals: 3, failures: 2, startedAtMs: Date.now() },
+        token: undefined,
+        timeoutMs: config.probeTimeoutMs,
+        log,
+      },
+    });
+    return async (path: string, init?: RequestInit) => shell.request(path, init, scope);
+  };
+  // The last boot step.
+  const gate = new ReadinessGate();
+  gate.open();
+
+  return {
+    request: behind(gate),
+    behind,
+    database,
+    gate,
+    scheduled,
+    lines,
+    reloadIndexes,
+    close: async () => {
+      episodes.close();
+      await Promise.allSettled([database.close(), probeDatabase.close()]);
+      await driver.close();
+      data?.remove();
+    },
+  };
+}
