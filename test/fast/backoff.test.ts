@@ -3,11 +3,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { backoffMs } from '../../src/app/push/tick.js';
 
-describe('push back-off', () => {
-  afterEach(() => {
-    vi.restoreAllMocks();
-  });
-
+// Named as it was in test/ticks.test.ts.
+describe('push tick', () => {
   it('grows the back-off exponentially with jitter, capped', () => {
     const backoff = { baseMs: 1000, maxMs: 60_000 };
     for (let i = 0; i < 200; i++) {
@@ -20,6 +17,12 @@ describe('push back-off', () => {
       expect(four).toBeLessThanOrEqual(8000);
       expect(huge).toBeLessThanOrEqual(60_000);
     }
+  });
+});
+
+describe('push back-off', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
   });
 
   it('doubles a ceiling from the base per attempt up to the cap, and jitters over its upper half', () => {
