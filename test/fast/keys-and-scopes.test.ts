@@ -2,9 +2,10 @@
 // and the consent id in a Xero access token (src/app/xero/client.ts): pure functions of their input.
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { API_KEY_PREFIX, base64url, generateApiKey, hashApiKey } from '../../src/app/api-keys.js';
+import { API_KEY_PREFIX, generateApiKey, hashApiKey } from '../../src/app/api-keys.js';
 import { DEFAULT_XERO_SCOPES, missingInvoiceScope } from '../../src/app/connections/scopes.js';
 import { authEventIdOf } from '../../src/app/xero/client.js';
+import { encodeBase64Url } from '../../src/platform/base64.js';
 
 describe('API keys', () => {
   it('are 32 random bytes, base64url, behind a prefix a secret scanner can find', () => {
@@ -22,11 +23,11 @@ describe('API keys', () => {
   });
 
   it('base64url has no +, / or padding', () => {
-    expect(base64url(new Uint8Array([0xfb, 0xff]))).toBe('-_8');
-    expect(base64url(new Uint8Array([0xfb, 0xef, 0xbe]))).toBe('----');
-    expect(base64url(new Uint8Array([]))).toBe('');
+    expect(encodeBase64Url(new Uint8Array([0xfb, 0xff]))).toBe('-_8');
+    expect(encodeBase64Url(new Uint8Array([0xfb, 0xef, 0xbe]))).toBe('----');
+    expect(encodeBase64Url(new Uint8Array([]))).toBe('');
     const bytes = crypto.getRandomValues(new Uint8Array(64));
-    expect(base64url(bytes)).toBe(Buffer.from(bytes).toString('base64url'));
+    expect(encodeBase64Url(bytes)).toBe(Buffer.from(bytes).toString('base64url'));
   });
 });
 

@@ -6,9 +6,9 @@ import {
   describeDisposal,
   describeWork,
   PROBE_READ_ONLY,
-} from '../src/platform/db/disposal.js';
-import { platformMetrics } from '../src/platform/metrics/platform-metrics.js';
-import type { Labels, MetricsRegistry } from '../src/platform/metrics/registry.js';
+} from '../../src/platform/db/disposal.js';
+import { platformMetrics } from '../../src/platform/metrics/platform-metrics.js';
+import type { Labels, MetricsRegistry } from '../../src/platform/metrics/registry.js';
 
 // Records what the platform counts, by metric name and label set.
 function recordingRegistry() {
