@@ -25,8 +25,10 @@ export default defineConfig({
           include: [FAST],
           exclude: [...configDefaults.exclude, ...FAST_ISOLATED],
           isolate: false,
-          // The first run on a machine builds the PGlite template (test/support/pglite-template.ts).
+          // The first run on a machine builds the PGlite template (test/support/pglite-template.ts),
+          // and a machine shared with other work runs PGlite several times slower than an idle one.
           hookTimeout: 60_000,
+          testTimeout: 20_000,
         },
       },
       {
