@@ -9,8 +9,8 @@ import { configDefaults, defineConfig } from 'vitest/config';
 const FAST = 'test/fast/**/*.test.ts';
 // Fast files share their workers' modules (isolate: false): importing hono, drizzle, pg and xero-node
 // afresh for every file was most of the layer's time. A file that must see modules nobody else loaded
-// runs in fast-isolated: the validation messages must come from our schemas alone, and the Xero
-// sandbox loads classic zod, whose English locale would otherwise supply them.
+// runs in fast-isolated: validation-messages pins zod/mini's wording with no other module loaded that
+// could set a zod locale for it, and other fast files load classic zod (the Xero sandbox does).
 const FAST_ISOLATED = ['test/fast/validation-messages.test.ts'];
 
 export default defineConfig({
