@@ -1,4 +1,5 @@
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { registerDefaultMetrics } from './default-metrics.js';
 import type { MetricsRegistry } from './registry.js';
 
 export interface PromRegistryOptions {
@@ -9,10 +10,12 @@ export interface PromRegistryOptions {
 /**
  * Node and Bun: prom-client, with its default process metrics (CPU, memory, event-loop lag, GC).
  * A registry of its own, not prom-client's global one, so two servers in one process never share.
+ * The event-loop lag starts after the first scrape (default-metrics.ts says why), so it is absent
+ * from that one and measured from then on.
  */
 export function createPromRegistry(options: PromRegistryOptions): MetricsRegistry {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  const defaults = registerDefaultMetrics(registry);
   return {
     counter: ({ name, help, labelNames }) => {
       const counter = new Counter({ name, help, labelNames, registers: [registry] });
@@ -38,6 +41,12 @@ export function createPromRegistry(options: PromRegistryOptions): MetricsRegistr
         },
       });
     },
-    render: () => registry.metrics(),
+    render: async () => {
+      const text = await registry.metrics();
+      // After rendering: started before, its gauges would report an empty histogram (a minimum of
+      // 2^63 ns) for this scrape.
+      defaults.startEventLoopLag();
+      return text;
+    },
   };
 }

@@ -1,0 +1,46 @@
+import { createRequire } from 'node:module';
+import { collectDefaultMetrics, type Registry } from 'prom-client';
+
+// prom-client's default process metrics, registered one module at a time so that the event-loop lag
+// can start late. Its monitor is perf_hooks.monitorEventLoopDelay at prom-client's 10 ms resolution:
+// a libuv timer that wakes the loop 100 times a second whether anyone reads it or not, "causing it to
+// run more than necessary and preventing it from idling" (nodejs/node#56064). That was nearly all the
+// CPU an idle server burned (8 ms/s against ~0 for bare Hono, `npm run bench:idle`). So the lag
+// metrics start at the first scrape: a server nobody scrapes pays nothing for them, a scraped one pays
+// what it did before, and from the second scrape on the figures are prom-client's own.
+
+// Every module exports (registry, config) => void and lives at lib/metrics/<name>.js, the names being
+// the list collectDefaultMetrics itself runs (it already leaves out what this Node cannot report).
+// prom-client has no `exports` map, so the files resolve; it is pinned, and test/idle-cpu.test.ts
+// checks that every default metric is still served.
+type DefaultMetric = (registry: Registry, config: DefaultMetricsConfig) => void;
+interface DefaultMetricsConfig {
+  eventLoopMonitoringPrecision: number;
+}
+
+const EVENT_LOOP_LAG = 'eventLoopLag';
+// prom-client's default (lib/defaultMetrics.js: `config = { eventLoopMonitoringPrecision: 10, ...config }`).
+const CONFIG: DefaultMetricsConfig = { eventLoopMonitoringPrecision: 10 };
+
+const require = createRequire(import.meta.url);
+const load = (name: string) => require(`prom-client/lib/metrics/${name}.js`) as DefaultMetric;
+
+export interface DefaultMetrics {
+  /** Starts the event-loop lag monitor and registers its gauges; later calls do nothing. */
+  startEventLoopLag(): void;
+}
+
+export function registerDefaultMetrics(registry: Registry): DefaultMetrics {
+  for (const name of collectDefaultMetrics.metricsList) {
+    if (name !== EVENT_LOOP_LAG) load(name)(registry, CONFIG);
+  }
+  let started = false;
+  return {
+    startEventLoopLag() {
+      if (started) return;
+      started = true;
+      // On Bun monitorEventLoopDelay is not implemented and the module registers nothing, as before.
+      load(EVENT_LOOP_LAG)(registry, CONFIG);
+    },
+  };
+}
