@@ -87,3 +87,26 @@ export function clusterCpuDelta(before: ClusterCpu, after: ClusterCpu): number {
   for (const [pid, now] of after) seconds += now - (before.get(pid) ?? 0);
   return seconds;
 }
+
+/**
+ * Seconds `pid` has run on a CPU, summed over its live threads, from /proc/<pid>/task/<tid>/schedstat
+ * (nanoseconds, where utime + stime count whole clock ticks of 10 ms): precise enough for an idle
+ * process, whose CPU is a few ms a second. Time of threads that exited is not in it. Undefined
+ * without /proc or schedstat.
+ */
+export function scheduledCpuSeconds(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    let ns = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ', 1)[0]);
+      } catch {
+        // the thread exited while we looked
+      }
+    }
+    return Number.isFinite(ns) ? ns / 1e9 : undefined;
+  } catch {
+    return undefined;
+  }
+}
