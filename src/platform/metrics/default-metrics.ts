@@ -7,7 +7,7 @@ import { collectDefaultMetrics, type Registry } from 'prom-client';
 // run more than necessary and preventing it from idling" (nodejs/node#56064). That was nearly all the
 // CPU an idle server burned (8 ms/s against ~0 for bare Hono, `npm run bench:idle`). So the lag
 // metrics start at the first scrape: a server nobody scrapes pays nothing for them, a scraped one pays
-// what it did before, and from the second scrape on the figures are prom-client's own.
+// what it did before, and from the second scrape on the figures are prom-client's own (docs/idle-cpu.md).
 
 // Every module exports (registry, config) => void and lives at lib/metrics/<name>.js, the names being
 // the list collectDefaultMetrics itself runs (it already leaves out what this Node cannot report).
