@@ -39,7 +39,8 @@ export function registerDefaultMetrics(registry: Registry): DefaultMetrics {
     startEventLoopLag() {
       if (started) return;
       started = true;
-      // On Bun monitorEventLoopDelay is not implemented and the module registers nothing, as before.
+      // Where monitorEventLoopDelay is not implemented (ERR_NOT_IMPLEMENTED, older Bun) the module
+      // registers nothing, as collectDefaultMetrics did; Bun 1.4 has it.
       load(EVENT_LOOP_LAG)(registry, CONFIG);
     },
   };
