@@ -25,8 +25,9 @@ import type { AppEnv, AppInstance, AppModule } from '../module.js';
 import { loadTelemetryConfig } from '../telemetry/config.js';
 import { requestIdFrom } from '../telemetry/requests.js';
 import { noTelemetry } from '../telemetry/telemetry.js';
-import { TimeoutError, withTimeout } from '../timeout.js';
+import { withTimeout } from '../timeout.js';
 import { FollowUpRuns } from './follow-up-runs.js';
+import { bootCauseOf, IsolateBootError, RetryingBoot } from './isolate-boot.js';
 
 // The isolate lifecycle (Cloudflare Workers; ARCHITECTURE.md, "Workers"). There is no process to boot:
 // an isolate's first request builds the app once (configuration, the app module, the HTTP shell, the
@@ -44,25 +45,9 @@ export interface ExecutionContextLike {
 
 type Bindings = Record<string, unknown>;
 
-/** Why the isolate's last boot failed, as readiness reports it. */
-export type IsolateBootCause = 'configuration' | 'unreachable' | 'timeout' | 'schema_behind' | 'schema_ahead';
-
-class IsolateBootError extends Error {
-  override name = 'IsolateBootError';
-  constructor(
-    readonly bootCause: IsolateBootCause,
-    message: string,
-    options?: { cause: unknown },
-  ) {
-    super(message, options);
-  }
-}
-
 // Every isolate and cron invocation records its runs under one name: on Workers the cron trigger, not
 // an isolate, is what runs a tick, and isolates come and go between invocations.
 const WORKER_INSTANCE = 'worker';
-
-const BOOT_RETRY_MS = [1000, 5000, 30_000];
 
 /** Built once per isolate, at its first boot. */
 interface Isolate<E extends AppEnv> {
@@ -85,21 +70,12 @@ interface Invocation {
   close(): Promise<void>;
 }
 
-interface BootFailureState {
-  cause: IsolateBootCause;
-  retryAt: number;
-  attempts: number;
-}
-
 export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, E>) {
   const gate = new ReadinessGate();
   let isolate: Isolate<E> | undefined;
-  let failure: BootFailureState | undefined;
-  let booting: Promise<Isolate<E> | undefined> | undefined;
+  const boots = new RetryingBoot();
   let indexesLoadedAt = 0;
   const followUps = new FollowUpRuns();
-  /** Counts boot attempts, for the log and the bench. */
-  let attempts = 0;
 
   const invocation = async (iso: Pick<Isolate<E>, 'config' | 'log' | 'episodes'>): Promise<Invocation> => {
     // Workers always use Neon: the app over WebSockets unless configured for HTTP; the probe over HTTP.
@@ -197,7 +173,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     try {
       inv = await withTimeout(invocation(iso), iso.config.probeTimeoutMs, 'connecting');
     } catch (err) {
-      throw unreachable(err);
+      throw bootCauseOf(err);
     }
     try {
       const schema = await withTimeout(
@@ -205,7 +181,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
         iso.config.probeTimeoutMs,
         'checking the schema',
       ).catch((err: unknown) => {
-        throw unreachable(err);
+        throw bootCauseOf(err);
       });
       if (schema.status !== 'current') {
         throw new IsolateBootError(
@@ -215,7 +191,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       }
       for (const index of iso.app.indexes) {
         await index.load(inv.database.db).catch((err: unknown) => {
-          throw unreachable(err);
+          throw bootCauseOf(err);
         });
       }
       indexesLoadedAt = Date.now();
@@ -224,45 +200,30 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     }
   };
 
-  const attempt = async (bindings: Bindings): Promise<Isolate<E> | undefined> => {
-    attempts += 1;
-    let log = isolate?.log ?? createLogger();
-    try {
-      if (!isolate) {
-        try {
-          isolate = await build(stringBindings(bindings));
-        } catch (err) {
-          throw new IsolateBootError('configuration', err instanceof Error ? err.message : String(err), {
-            cause: err,
+  const boot = async (bindings: Bindings): Promise<Isolate<E> | undefined> => {
+    const booted = await boots.run(
+      async () => {
+        if (!isolate) {
+          isolate = await build(stringBindings(bindings)).catch((err: unknown) => {
+            throw new IsolateBootError('configuration', err instanceof Error ? err.message : String(err), {
+              cause: err,
+            });
           });
         }
-      }
-      log = isolate.log;
-      await check(isolate);
-      failure = undefined;
-      gate.open();
-      log.info('isolate booted', { attempt: attempts });
-      return isolate;
-    } catch (err) {
-      const failed = (failure?.attempts ?? 0) + 1;
-      const wait = BOOT_RETRY_MS[Math.min(failed - 1, BOOT_RETRY_MS.length - 1)] ?? 30_000;
-      const cause = err instanceof IsolateBootError ? err.bootCause : 'unreachable';
-      failure = { cause, retryAt: Date.now() + wait, attempts: failed };
-      gate.fail();
-      log.error('isolate boot failed', { err, cause, retry_in_ms: wait });
-      return undefined;
-    }
-  };
-
-  // One boot at a time; after a failure, the next only once the back-off has passed.
-  const boot = (bindings: Bindings): Promise<Isolate<E> | undefined> => {
-    if (isolate && gate.isOpen) return Promise.resolve(isolate);
-    if (booting) return booting;
-    if (failure && Date.now() < failure.retryAt) return Promise.resolve(undefined);
-    booting = attempt(bindings).finally(() => {
-      booting = undefined;
-    });
-    return booting;
+        await check(isolate);
+        gate.open();
+        isolate.log.info('isolate booted', { attempt: boots.attempts });
+      },
+      (err, retryInMs) => {
+        gate.fail();
+        (isolate?.log ?? createLogger()).error('isolate boot failed', {
+          err,
+          cause: err.bootCause,
+          retry_in_ms: retryInMs,
+        });
+      },
+    );
+    return booted ? isolate : undefined;
   };
 
   const tickMonitor = (iso: Isolate<E>, database: DatabaseHandle, cron?: string) =>
@@ -283,6 +244,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     });
 
   const notBooted = (path: string): Response => {
+    const failure = boots.failure;
     const cause = failure?.cause;
     if (path === '/readyz') {
       return Response.json(
@@ -401,19 +363,6 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
   };
 
   return { fetch, scheduled };
-}
-
-/** A connection or query that failed during the boot: the database is unreachable (or too slow). */
-function unreachable(err: unknown): IsolateBootError {
-  if (err instanceof IsolateBootError) return err;
-  if (err instanceof ConfigError) return new IsolateBootError('configuration', err.message, { cause: err });
-  const timeout = err instanceof TimeoutError;
-  const code = errorCode(err);
-  return new IsolateBootError(
-    timeout ? 'timeout' : 'unreachable',
-    `the database is ${timeout ? 'too slow' : 'unreachable'}${code ? ` (${code})` : ''}`,
-    { cause: err },
-  );
 }
 
 /** Worker bindings hold strings (vars, secrets) and objects (KV, ...); configuration reads the strings. */
