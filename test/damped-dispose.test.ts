@@ -1,6 +1,7 @@
 // A damped disposal (episode.ts) keeps the pool but closes its idle connections, so the one retry of a
 // request or tick that met poison opens a fresh connection, which reaches whatever is primary now
-// (DESIGN.md, "Pool poison and disposal"). Against a real Postgres whose sessions start read-only.
+// (ARCHITECTURE.md, "Poison classification and the retry exactly once"). Against a real Postgres
+// whose sessions start read-only.
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/platform/config.js';

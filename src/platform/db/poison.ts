@@ -1,7 +1,8 @@
 import { causeChain, viaAnyWrapper } from '../error-chain.js';
 
 // Is this error a sign that the connection (or the whole pool) is pointed at the wrong server or is
-// broken? Then the caller disposes the pool and retries once on a fresh one (DESIGN.md §3).
+// broken? Then the caller disposes the pool and retries once on a fresh one (ARCHITECTURE.md, "Poison
+// classification and the retry exactly once").
 // Everything else (constraint, syntax and data errors, serialization failures, statement timeouts,
 // application bugs) is about the query, so rebuilding the pool would only add load.
 

@@ -4,7 +4,7 @@ import { countRetirements } from './pool-retirements.js';
 import type { MetricsRegistry } from './registry.js';
 
 // What the platform counts: HTTP requests, readiness probes, pool disposals, tick runs. Every name and
-// label is listed in the README's Observability section; keep the two in step.
+// label is listed in docs/observability.md (Metrics); keep the two in step.
 
 export type TickOutcome = 'ok' | 'retried' | 'crashed' | 'skipped';
 
