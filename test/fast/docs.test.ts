@@ -1,11 +1,13 @@
 // The docs keep up with the code: every environment variable the code reads is on
 // docs/configuration.md, every npm script on docs/development.md (and every bench:* script on
 // docs/benchmarks.md), every relative link in README.md, ARCHITECTURE.md and docs/*.md reaches a file
-// (and its #anchor a heading), and every ARCHITECTURE.md section a code comment names exists.
+// (and its #anchor a heading), every ARCHITECTURE.md section a code comment names exists, and the
+// Kubernetes Deployment's numbers fit the server's shutdown budget and migration window.
 // Plain file reads: no database, no build.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/platform/config.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const read = (path: string) => readFileSync(join(root, path), 'utf8');
@@ -219,5 +221,38 @@ describe('links', () => {
     });
     expect(named.length).toBeGreaterThan(0);
     expect(missing, 'named in a comment, no such section in ARCHITECTURE.md').toEqual([]);
+  });
+});
+
+// The Deployment on docs/kubernetes.md agrees with the server's defaults, as test/deploy-config.test.ts
+// checks fly.toml: a grace period the drain fits in, a startup window the migration lock wait fits in.
+describe('docs/kubernetes.md', () => {
+  const yaml = /```yaml\n([\s\S]*?)```/.exec(read('docs/kubernetes.md'))?.[1] ?? '';
+  const probe = (name: string) => {
+    const block = new RegExp(`^( +)${name}:\\n((?:\\1 +.*\\n)+)`, 'm').exec(yaml)?.[2] ?? '';
+    const field = (key: string) => Number(new RegExp(`${key}: (\\d+)`).exec(block)?.[1]);
+    return { path: /path: ([^\s,}]+)/.exec(block)?.[1], field };
+  };
+  // The variables the Deployment sets, over the defaults (and validated as the server would).
+  const env = Object.fromEntries(
+    [...yaml.matchAll(/name: ([A-Z][A-Z0-9_]*), value: "([^"]*)"/g)].map((m) => [m[1], m[2]]),
+  );
+  const defaults = loadConfig(env);
+
+  it('outlasts the shutdown budget and starts within the migration window', () => {
+    expect(Object.keys(env)).toContain('SHUTDOWN_DELAY_MS');
+    expect(defaults.shutdownDelayMs).toBeLessThan(defaults.shutdownTimeoutMs);
+    const grace = Number(/terminationGracePeriodSeconds: (\d+)/.exec(yaml)?.[1]);
+    // Past the budget each remaining shutdown stage still gets a second (src/platform/shutdown.ts).
+    expect(grace).toBeGreaterThanOrEqual(defaults.shutdownTimeoutMs / 1000 + 5);
+    const startup = probe('startupProbe');
+    expect(startup.path).toBe('/livez');
+    expect(startup.field('failureThreshold') * startup.field('periodSeconds')).toBeGreaterThan(
+      (defaults.probeTimeoutMs + defaults.migrationLockTimeoutMs) / 1000,
+    );
+    expect(probe('livenessProbe').path).toBe('/livez');
+    const readiness = probe('readinessProbe');
+    expect(readiness.path).toBe('/readyz');
+    expect(readiness.field('timeoutSeconds')).toBeGreaterThan(defaults.probeTimeoutMs / 1000);
   });
 });
