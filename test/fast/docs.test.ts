@@ -1,8 +1,9 @@
 // The docs keep up with the code: every environment variable the code reads is on
-// docs/configuration.md, every npm script on docs/development.md (and every bench:* script on
-// docs/benchmarks.md), every relative link in README.md, ARCHITECTURE.md and docs/*.md reaches a file
-// (and its #anchor a heading), every ARCHITECTURE.md section a code comment names exists, and the
-// Kubernetes Deployment's numbers fit the server's shutdown budget and migration window.
+// docs/configuration.md, every npm script on docs/development.md (and every bench:* script and BENCH_*
+// knob on docs/benchmarks.md), every relative link in README.md, ARCHITECTURE.md and docs/*.md reaches
+// a file (and its #anchor a heading), README.md links every docs/ page, every ARCHITECTURE.md section
+// a code comment names exists, and the Kubernetes Deployment's numbers fit the server's shutdown
+// budget and migration window.
 // Plain file reads: no database, no build.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -205,6 +206,12 @@ describe('links', () => {
   it('every relative link in README.md, ARCHITECTURE.md and docs/*.md reaches a file and heading', () => {
     expect(MARKDOWN.length).toBeGreaterThan(10);
     expect(brokenLinks()).toEqual([]);
+  });
+
+  it('README.md links every page in docs/', () => {
+    const readme = prose(read('README.md'));
+    const unlinked = filesUnder('docs', ['.md']).filter((page) => !readme.includes(`](${page})`));
+    expect(unlinked, 'docs/ pages the README does not link').toEqual([]);
   });
 
   it('every ARCHITECTURE.md section a code comment names exists', () => {
