@@ -1,8 +1,8 @@
 // The docs keep up with the code: every environment variable the code reads is on
 // docs/configuration.md, every npm script on docs/development.md (and every bench:* script and BENCH_*
 // knob on docs/benchmarks.md), every relative link in README.md, ARCHITECTURE.md and docs/*.md reaches
-// a file (and its #anchor a heading), README.md links every docs/ page, every ARCHITECTURE.md section
-// a code comment names exists, and the Kubernetes Deployment's numbers fit the server's shutdown
+// a file (and its #anchor a heading), README.md links every docs/ page, every docs/ page and
+// ARCHITECTURE.md section a code comment names exists, and the Kubernetes Deployment's numbers fit the server's shutdown
 // budget and migration window.
 // Plain file reads: no database, no build.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -212,6 +212,14 @@ describe('links', () => {
     const readme = prose(read('README.md'));
     const unlinked = filesUnder('docs', ['.md']).filter((page) => !readme.includes(`](${page})`));
     expect(unlinked, 'docs/ pages the README does not link').toEqual([]);
+  });
+
+  it('every docs/ page the code names exists', () => {
+    const named = new Set<string>();
+    for (const file of ['src', 'tools', 'test', 'bench'].flatMap((dir) => filesUnder(dir, CODE))) {
+      for (const m of read(file).matchAll(/\bdocs\/[a-z0-9-]+\.md\b/g)) named.add(m[0]);
+    }
+    expect([...named].filter((page) => !existsSync(join(root, page)))).toEqual([]);
   });
 
   it('every ARCHITECTURE.md section a code comment names exists', () => {
