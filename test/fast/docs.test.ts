@@ -2,8 +2,8 @@
 // docs/configuration.md, every npm script on docs/development.md (and every bench:* script and BENCH_*
 // knob on docs/benchmarks.md), every relative link in README.md, ARCHITECTURE.md and docs/*.md reaches
 // a file (and its #anchor a heading), README.md links every docs/ page, every docs/ page and
-// ARCHITECTURE.md section a code comment names exists, and the Kubernetes Deployment's numbers fit the server's shutdown
-// budget and migration window.
+// ARCHITECTURE.md section a code comment names exists, and the Kubernetes Deployment's numbers fit the
+// server's shutdown budget and migration window.
 // Plain file reads: no database, no build.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
