@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type RunningXeroSandbox, startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import type { SandboxStats } from '../tools/xero-sandbox/stats.js';
+import { sandboxInvoice } from './support/sandbox-invoice.js';
 
 const CLIENT_ID = 'sandbox-client';
 const CLIENT_SECRET = 'sandbox-secret';
@@ -114,21 +115,6 @@ function api(
     body: options.body === undefined ? undefined : JSON.stringify(options.body),
     signal: options.signal,
   });
-}
-
-function invoice(overrides: Json = {}): Json {
-  return {
-    Type: 'ACCREC',
-    Contact: { Name: 'Acme Ltd' },
-    Date: '2024-05-01',
-    DueDate: '2024-05-31',
-    Reference: 'PO-1001',
-    LineItems: [
-      { Description: 'Widgets', Quantity: 3, UnitAmount: 12.5, AccountCode: '200' },
-      { Description: 'Delivery', Quantity: 1, UnitAmount: 9.99, AccountCode: '260' },
-    ],
-    ...overrides,
-  };
 }
 
 function putInvoices(
@@ -311,11 +297,11 @@ describe('tenants and invoices', () => {
     expect(other.status).toBe(201);
 
     const missing = await api('PUT', `${sandbox.urls.apiBaseUrl}/Invoices`, session.access_token, {
-      body: { Invoices: [invoice()] },
+      body: { Invoices: [sandboxInvoice()] },
     });
     expect(missing.status).toBe(403);
     expect(await missing.json()).toMatchObject({ Status: 403, Detail: 'AuthenticationUnsuccessful' });
-    const foreign = await putInvoices({ ...session, tenantId: other.body.id as string }, [invoice()]);
+    const foreign = await putInvoices({ ...session, tenantId: other.body.id as string }, [sandboxInvoice()]);
     expect(foreign.status).toBe(403);
     expect(await foreign.json()).toMatchObject({
       Title: 'Forbidden',
@@ -326,14 +312,14 @@ describe('tenants and invoices', () => {
     // Connecting the tenant to the grant (the user adds an organisation) lets the call through.
     const authEventId = ((await control<Json[]>('/grants')).body[0] as Json).authEventId;
     await control(`/grants/${authEventId}/connections`, { tenantId: other.body.id });
-    expect((await putInvoices({ ...session, tenantId: other.body.id as string }, [invoice()])).status).toBe(
-      200,
-    );
+    expect(
+      (await putInvoices({ ...session, tenantId: other.body.id as string }, [sandboxInvoice()])).status,
+    ).toBe(200);
   });
 
   it('creates an invoice in Xero’s shape and returns it by id', async () => {
     const session = await login();
-    const res = await putInvoices(session, [invoice()]);
+    const res = await putInvoices(session, [sandboxInvoice()]);
     expect(res.status).toBe(200);
     expect(res.headers.get('x-minlimit-remaining')).toBe('59');
     const body = (await res.json()) as Json & { Invoices: Json[] };
@@ -401,13 +387,13 @@ describe('tenants and invoices', () => {
   it('replays an Idempotency-Key instead of creating a second invoice; a different body under it is refused', async () => {
     const session = await login();
     const key = crypto.randomUUID();
-    const first = await putInvoices(session, [invoice()], { 'Idempotency-Key': key });
+    const first = await putInvoices(session, [sandboxInvoice()], { 'Idempotency-Key': key });
     const firstBody = (await first.json()) as { Invoices: Json[] };
-    const second = await putInvoices(session, [invoice()], { 'Idempotency-Key': key });
+    const second = await putInvoices(session, [sandboxInvoice()], { 'Idempotency-Key': key });
     expect(second.status).toBe(200);
     expect(await second.json()).toEqual(firstBody);
 
-    const conflicting = await putInvoices(session, [invoice({ Reference: 'PO-9999' })], {
+    const conflicting = await putInvoices(session, [sandboxInvoice({ Reference: 'PO-9999' })], {
       'Idempotency-Key': key,
     });
     expect(conflicting.status).toBe(400);
@@ -419,13 +405,13 @@ describe('tenants and invoices', () => {
     expect(s).toMatchObject({ invoiceCalls: 3, idempotentReplays: 1, idempotencyConflicts: 1 });
 
     // Without the key, or with another key, the same body is a new invoice.
-    await putInvoices(session, [invoice()], { 'Idempotency-Key': crypto.randomUUID() });
+    await putInvoices(session, [sandboxInvoice()], { 'Idempotency-Key': crypto.randomUUID() });
     expect((await stats()).invoicesCreated[session.tenantId]).toBe(2);
   });
 
   it('checks CurrencyCode against the spec’s enum, puts contact messages on the Contact, and rounds UnitAmount to two places without unitdp', async () => {
     const session = await login();
-    const bad = await putInvoices(session, [invoice({ CurrencyCode: 'XYZ', Contact: { Name: ' ' } })]);
+    const bad = await putInvoices(session, [sandboxInvoice({ CurrencyCode: 'XYZ', Contact: { Name: ' ' } })]);
     expect(bad.status).toBe(400);
     const element = ((await bad.json()) as { Elements: Json[] }).Elements[0] as {
       ValidationErrors: { Message: string }[];
@@ -436,10 +422,10 @@ describe('tenants and invoices', () => {
     expect(element.Contact.ValidationErrors.length).toBe(1);
 
     const line = [{ Description: 'Fine', Quantity: 1, UnitAmount: 0.1234, AccountCode: '200' }];
-    const rounded = await putInvoices(session, [invoice({ LineItems: line, CurrencyCode: 'NZD' })]);
+    const rounded = await putInvoices(session, [sandboxInvoice({ LineItems: line, CurrencyCode: 'NZD' })]);
     const four = await putInvoices(
       session,
-      [invoice({ LineItems: line, CurrencyCode: 'NZD' })],
+      [sandboxInvoice({ LineItems: line, CurrencyCode: 'NZD' })],
       {},
       '?unitdp=4',
     );
@@ -454,9 +440,9 @@ describe('tenants and invoices', () => {
   it('answers validation failures in Xero’s ValidationException shape and stores nothing', async () => {
     const session = await login();
     const res = await putInvoices(session, [
-      invoice(),
-      invoice({ Contact: undefined, LineItems: [] }),
-      invoice({ LineItems: [{ Description: 'Refund?', Quantity: -1, UnitAmount: 5 }] }),
+      sandboxInvoice(),
+      sandboxInvoice({ Contact: undefined, LineItems: [] }),
+      sandboxInvoice({ LineItems: [{ Description: 'Refund?', Quantity: -1, UnitAmount: 5 }] }),
     ]);
     expect(res.status).toBe(400);
     const body = (await res.json()) as Json & { Elements: { ValidationErrors: { Message: string }[] }[] };
@@ -481,7 +467,7 @@ describe('tenants and invoices', () => {
     // summarizeErrors=false: the good ones are created, the bad ones come back flagged.
     const partial = await putInvoices(
       session,
-      [invoice(), invoice({ Contact: {} })],
+      [sandboxInvoice(), sandboxInvoice({ Contact: {} })],
       {},
       '?summarizeErrors=false',
     );
@@ -496,8 +482,8 @@ describe('rate limits', () => {
   it('allows the per-minute quota, then 429 with Retry-After until the window moves on', async () => {
     const session = await login();
     await control('/limits', { perMinute: 3 });
-    for (let i = 0; i < 3; i++) expect((await putInvoices(session, [invoice()])).status).toBe(200);
-    const limited = await putInvoices(session, [invoice()]);
+    for (let i = 0; i < 3; i++) expect((await putInvoices(session, [sandboxInvoice()])).status).toBe(200);
+    const limited = await putInvoices(session, [sandboxInvoice()]);
     expect(limited.status).toBe(429);
     expect(limited.headers.get('x-rate-limit-problem')).toBe('minute');
     const retryAfter = Number(limited.headers.get('retry-after'));
@@ -506,14 +492,16 @@ describe('rate limits', () => {
     expect(limited.headers.get('x-minlimit-remaining')).toBe('0');
 
     await control('/clock', { advanceMs: retryAfter * 1000 });
-    expect((await putInvoices(session, [invoice()])).status).toBe(200);
+    expect((await putInvoices(session, [sandboxInvoice()])).status).toBe(200);
     expect(await stats()).toMatchObject({ rateLimited: 1, rateLimitedByProblem: { minute: 1 } });
   });
 
   it('refuses calls beyond the concurrent limit', async () => {
     const session = await login();
     await control('/limits', { concurrent: 2, latencyMs: 150 });
-    const results = await Promise.all(Array.from({ length: 4 }, () => putInvoices(session, [invoice()])));
+    const results = await Promise.all(
+      Array.from({ length: 4 }, () => putInvoices(session, [sandboxInvoice()])),
+    );
     const statuses = results.map((r) => r.status).sort();
     expect(statuses).toEqual([200, 200, 429, 429]);
     const limited = results.find((r) => r.status === 429);
@@ -531,19 +519,19 @@ describe('faults', () => {
     await control('/faults', { target: 'invoices', kind: '429', retryAfterSeconds: 7 });
     expect((await control<Json[]>('/faults')).body).toHaveLength(2);
 
-    const a = await putInvoices(session, [invoice()]);
+    const a = await putInvoices(session, [sandboxInvoice()]);
     expect(a.status).toBe(500);
     expect(await a.json()).toMatchObject({ Status: 500, Title: 'An error occurred' });
-    expect((await putInvoices(session, [invoice()])).status).toBe(500);
-    const limited = await putInvoices(session, [invoice()]);
+    expect((await putInvoices(session, [sandboxInvoice()])).status).toBe(500);
+    const limited = await putInvoices(session, [sandboxInvoice()]);
     expect(limited.status).toBe(429);
     expect(limited.headers.get('retry-after')).toBe('7');
     expect(limited.headers.get('x-rate-limit-problem')).toBe('minute');
-    expect((await putInvoices(session, [invoice()])).status).toBe(200);
+    expect((await putInvoices(session, [sandboxInvoice()])).status).toBe(200);
 
     // Targets are respected: a token fault leaves invoices alone.
     await control('/faults', { target: 'token', kind: '500' });
-    expect((await putInvoices(session, [invoice()])).status).toBe(200);
+    expect((await putInvoices(session, [sandboxInvoice()])).status).toBe(200);
     expect((await refresh(session.refresh_token)).status).toBe(500);
     expect((await refresh(session.refresh_token)).status).toBe(200);
     expect((await stats()).faultsFired).toMatchObject({ '500': 3, '429': 1 });
@@ -562,7 +550,7 @@ describe('faults', () => {
     await expect(
       api('PUT', `${sandbox.urls.apiBaseUrl}/Invoices`, session.access_token, {
         tenantId: session.tenantId,
-        body: { Invoices: [invoice()] },
+        body: { Invoices: [sandboxInvoice()] },
         signal: AbortSignal.timeout(300),
       }),
     ).rejects.toThrow(/abort|timeout/i);
@@ -574,12 +562,14 @@ describe('faults', () => {
     const session = await login();
     await control('/faults', { target: 'invoices', kind: 'drop' });
     const key = crypto.randomUUID();
-    await expect(putInvoices(session, [invoice()], { 'Idempotency-Key': key })).rejects.toThrow(TypeError);
+    await expect(putInvoices(session, [sandboxInvoice()], { 'Idempotency-Key': key })).rejects.toThrow(
+      TypeError,
+    );
 
     const stored = [...(sandbox.state.tenants.get(session.tenantId)?.invoices.values() ?? [])];
     expect(stored).toHaveLength(1);
 
-    const retry = await putInvoices(session, [invoice()], { 'Idempotency-Key': key });
+    const retry = await putInvoices(session, [sandboxInvoice()], { 'Idempotency-Key': key });
     expect(retry.status).toBe(200);
     expect(((await retry.json()) as { Invoices: Json[] }).Invoices[0]?.InvoiceID).toBe(stored[0]?.InvoiceID);
     const s = await stats();
@@ -615,7 +605,7 @@ describe('faults', () => {
 describe('control API', () => {
   it('reports stats and resets everything', async () => {
     const session = await login();
-    await putInvoices(session, [invoice()]);
+    await putInvoices(session, [sandboxInvoice()]);
     const before = await stats();
     expect(before).toMatchObject({
       invoicesCreated: { [session.tenantId]: 1 },

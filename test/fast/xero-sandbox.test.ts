@@ -3,24 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { createXeroSandbox } from '../../tools/xero-sandbox/app.js';
 import { inProcessFetch } from '../../tools/xero-sandbox/in-process.js';
-
-type Json = Record<string, unknown>;
-
-// As in test/xero-sandbox.test.ts.
-function invoice(overrides: Json = {}): Json {
-  return {
-    Type: 'ACCREC',
-    Contact: { Name: 'Acme Ltd' },
-    Date: '2024-05-01',
-    DueDate: '2024-05-31',
-    Reference: 'PO-1001',
-    LineItems: [
-      { Description: 'Widgets', Quantity: 3, UnitAmount: 12.5, AccountCode: '200' },
-      { Description: 'Delivery', Quantity: 1, UnitAmount: 9.99, AccountCode: '260' },
-    ],
-    ...overrides,
-  };
-}
+import { sandboxInvoice } from '../support/sandbox-invoice.js';
 
 describe('in-process use', () => {
   it('serves the same app without a socket; a drop becomes a TypeError', async () => {
@@ -37,7 +20,7 @@ describe('in-process use', () => {
           'xero-tenant-id': tenantId,
           'idempotency-key': 'k1',
         },
-        body: JSON.stringify({ Invoices: [invoice()] }),
+        body: JSON.stringify({ Invoices: [sandboxInvoice()] }),
       });
     await expect(put()).rejects.toThrow(TypeError);
     expect((await put()).status).toBe(200);

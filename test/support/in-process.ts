@@ -5,14 +5,13 @@
 import { honestHealth } from '../../src/app/module.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { createDriver } from '../../src/platform/db/driver.js';
-import { FailoverEpisodes } from '../../src/platform/db/episode.js';
-import { DatabaseHandle } from '../../src/platform/db/handle.js';
+import type { DatabaseHandle } from '../../src/platform/db/handle.js';
 import { migrate } from '../../src/platform/db/migrate.js';
-import { WriteProbe } from '../../src/platform/db/probe.js';
 import type { DatabaseDriver } from '../../src/platform/db/types.js';
 import { disabledErrorTracker } from '../../src/platform/error-tracking.js';
 import { ReadinessGate } from '../../src/platform/gate.js';
 import { createShell, type ServedScope } from '../../src/platform/http/shell.js';
+import { createDatabases } from '../../src/platform/lifecycle/databases.js';
 import { createLogger, type Logger } from '../../src/platform/log.js';
 import { noTelemetry } from '../../src/platform/telemetry/telemetry.js';
 import { freshPgliteDir } from './pglite-template.js';
@@ -57,16 +56,13 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
   const app = await honestHealth.create(appConfig, { lifecycle: 'process', instanceId, log, embedded: true });
 
   const driver = options.driver ?? createDriver(config, log);
-  const episodes = new FailoverEpisodes(log);
-  const database = new DatabaseHandle(driver, 'app', log, noTelemetry, episodes);
-  const probeDatabase = new DatabaseHandle(driver, 'probe', log, noTelemetry, episodes);
-  const probe = new WriteProbe({
-    probe: probeDatabase,
-    app: database,
-    timeoutMs: config.probeTimeoutMs,
-    instanceId,
+  const databases = createDatabases(driver, {
     log,
+    telemetry: noTelemetry,
+    probeTimeoutMs: config.probeTimeoutMs,
+    instanceId,
   });
+  const { app: database, probe: probeDatabase, writeProbe: probe } = databases;
   const reloadIndexes = async () => {
     for (const index of app.indexes) await index.load(database.db);
   };
@@ -115,9 +111,7 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
     lines,
     reloadIndexes,
     close: async () => {
-      episodes.close();
-      await Promise.allSettled([database.close(), probeDatabase.close()]);
-      await driver.close();
+      await databases.close();
       data?.remove();
     },
   };

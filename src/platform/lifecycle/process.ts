@@ -1,12 +1,8 @@
 import { BootFailure, type BootStep, runBoot } from '../boot.js';
 import { type Config, ConfigError, loadAll, loadConfig } from '../config.js';
 import { createDriver } from '../db/driver.js';
-import { FailoverEpisodes } from '../db/episode.js';
-import { DatabaseHandle } from '../db/handle.js';
 import { migrate } from '../db/migrate.js';
 import { withPoisonRetry } from '../db/poison-retry.js';
-import { WriteProbe } from '../db/probe.js';
-import type { DatabaseDriver } from '../db/types.js';
 import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../error-tracking.js';
 import { ReadinessGate } from '../gate.js';
 import { type HttpConfig, loadHttpConfig } from '../http/config.js';
@@ -22,6 +18,7 @@ import { bootInterruptedExitCode, createShutdown } from '../shutdown.js';
 import { loadTelemetryConfig } from '../telemetry/config.js';
 import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
 import { withTimeout } from '../timeout.js';
+import { createDatabases, type Databases } from './databases.js';
 import { type StartedMetrics, startMetrics, startTracing } from './process-telemetry.js';
 
 /** What a long-lived runtime (platform/runtimes/node.ts, bun.ts) gives the process lifecycle. */
@@ -45,15 +42,6 @@ export interface ProcessRuntime {
 
 // After a signal during boot, steps that watch it stop within a poll; anything else is cut short here.
 const BOOT_INTERRUPT_GRACE_MS = 1500;
-
-/** The database parts, built by the `open pool` step. */
-interface Databases {
-  driver: DatabaseDriver;
-  episodes: FailoverEpisodes;
-  app: DatabaseHandle;
-  probe: DatabaseHandle;
-  writeProbe: WriteProbe;
-}
 
 /**
  * The boot contract for long-lived processes (ARCHITECTURE.md, "Boot"). Each step builds what the later
@@ -113,26 +101,20 @@ export async function startProcess<C, E extends AppEnv>(
 
   const openPool = async (): Promise<Databases> => {
     const driver = createDriver(config, log);
-    // One failover episode for both pools: one warning and one summary, however many see it.
-    const episodes = new FailoverEpisodes(log);
-    const appDatabase = new DatabaseHandle(driver, 'app', log, telemetry, episodes);
-    const probeDatabase = new DatabaseHandle(driver, 'probe', log, telemetry, episodes);
-    const writeProbe = new WriteProbe({
-      probe: probeDatabase,
-      app: appDatabase,
-      timeoutMs: config.probeTimeoutMs,
-      instanceId: runtime.instanceId,
+    const db = createDatabases(driver, {
       log,
       telemetry,
+      probeTimeoutMs: config.probeTimeoutMs,
+      instanceId: runtime.instanceId,
     });
-    databases = { driver, episodes, app: appDatabase, probe: probeDatabase, writeProbe };
+    databases = db;
     const ready = () => driver.ready();
     await (runtime.whileSignalsKill ? runtime.whileSignalsKill(ready) : ready());
-    await withTimeout(appDatabase.pool.query('SELECT 1'), config.probeTimeoutMs, 'database ping');
+    await withTimeout(db.app.pool.query('SELECT 1'), config.probeTimeoutMs, 'database ping');
     const pooler = await driver.inspectPooler?.();
     if (pooler) log.info('database pooler', { ...pooler, named_statements: pooler.mode === 'session' });
-    metrics?.observe(databases, ticks, tickPolicy, config.probeTimeoutMs);
-    return databases;
+    metrics?.observe(db, ticks, tickPolicy, config.probeTimeoutMs);
+    return db;
   };
 
   const startLoops = (db: Databases, runTick: TickRunner, tickMonitor: TickMonitor) => {
@@ -270,12 +252,7 @@ export async function startProcess<C, E extends AppEnv>(
     { name: 'open gate', kind: 'hard', run: () => gate.open() },
   ];
 
-  const closeDatabase = async () => {
-    if (!databases) return;
-    databases.episodes.close();
-    await Promise.allSettled([databases.app.close(), databases.probe.close()]);
-    await databases.driver.close();
-  };
+  const closeDatabase = async () => databases?.close();
 
   const shutdown = createShutdown({
     gate,

@@ -1,0 +1,53 @@
+import { FailoverEpisodes } from '../db/episode.js';
+import { DatabaseHandle } from '../db/handle.js';
+import { WriteProbe } from '../db/probe.js';
+import type { DatabaseDriver } from '../db/types.js';
+import type { Logger } from '../log.js';
+import type { Telemetry } from '../telemetry/telemetry.js';
+
+/** A long-lived process's database parts: the app's pool, the probe's own, and the write probe. */
+export interface Databases {
+  driver: DatabaseDriver;
+  episodes: FailoverEpisodes;
+  app: DatabaseHandle;
+  probe: DatabaseHandle;
+  writeProbe: WriteProbe;
+  /** Ends the episode and both pools, then the driver. */
+  close(): Promise<void>;
+}
+
+export interface DatabasesOptions {
+  log: Logger;
+  telemetry: Telemetry;
+  probeTimeoutMs: number;
+  instanceId: string;
+}
+
+/** Builds the parts over a driver; nothing connects until the first query. */
+export function createDatabases(driver: DatabaseDriver, options: DatabasesOptions): Databases {
+  const { log, telemetry } = options;
+  // One failover episode for both pools: one warning and one summary, however many see it.
+  const episodes = new FailoverEpisodes(log);
+  const app = new DatabaseHandle(driver, 'app', log, telemetry, episodes);
+  const probe = new DatabaseHandle(driver, 'probe', log, telemetry, episodes);
+  const writeProbe = new WriteProbe({
+    probe,
+    app,
+    timeoutMs: options.probeTimeoutMs,
+    instanceId: options.instanceId,
+    log,
+    telemetry,
+  });
+  return {
+    driver,
+    episodes,
+    app,
+    probe,
+    writeProbe,
+    close: async () => {
+      episodes.close();
+      await Promise.allSettled([app.close(), probe.close()]);
+      await driver.close();
+    },
+  };
+}
