@@ -1,4 +1,7 @@
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createConnection } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from './support/databases.js';
@@ -123,6 +126,24 @@ describe('boot contract', () => {
       `SELECT to_regclass('health_heartbeat') IS NULL AS absent FROM pg_database WHERE datname = current_database()`,
     );
     expect(check.rows[0]?.absent).toBe(true);
+  });
+
+  it('exits 1 with one log line when the app cannot be built (its development key is unreadable)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'boot-app-'));
+    try {
+      // A directory where the embedded database's token key file belongs: reading and writing it fail.
+      mkdirSync(join(dir, '.data', 'token-encryption-key'), { recursive: true });
+      const server = await spawnServer({
+        cwd: dir,
+        env: { DATABASE_URL: '', TOKEN_ENCRYPTION_KEY: undefined },
+      });
+      expect(await server.exited).toBe(1);
+      const failure = server.logs.find((l) => l.level === 'error');
+      expect(failure?.msg).toBe('boot failed building the app');
+      expect(server.logs.some((l) => l.msg === 'boot step')).toBe(false);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('exits 1 when the registry cannot be read', async () => {

@@ -80,12 +80,21 @@ export async function startProcess<C, E extends AppEnv>(
   const gate = new ReadinessGate();
   const loops = new Scheduler(log);
   const bootAbort = new AbortController();
-  const app: AppInstance<E> = await module.create(appConfig, {
-    lifecycle: 'process',
-    instanceId: runtime.instanceId,
-    log,
-    embedded: config.database.driver === 'pglite',
-  });
+  let app: AppInstance<E>;
+  try {
+    app = await module.create(appConfig, {
+      lifecycle: 'process',
+      instanceId: runtime.instanceId,
+      log,
+      embedded: config.database.driver === 'pglite',
+    });
+  } catch (err) {
+    // Before any step: nothing to clean up. A configuration the app refuses is one line, as above.
+    if (err instanceof ConfigError) log.error(err.message, { problems: err.problems });
+    else log.error('boot failed building the app', { err });
+    runtime.exit(1);
+    throw err;
+  }
   const ticks = app.ticks.map(({ name, intervalMs }) => ({ name, intervalMs }));
   const tickPolicy = { ...tickHealthConfig.policy, startedAtMs: Date.now() };
 
