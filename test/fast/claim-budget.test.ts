@@ -87,4 +87,14 @@ describe('the claim on the embedded database', () => {
     expect(perConnection(shared.pushes, a.connectionId)).toBe(2);
     expect(perConnection(shared.pushes, b.connectionId)).toBe(2);
   });
+
+  it('shares a small batch only among tenants with room: a tenant whose 5 slots are held takes no share', async () => {
+    const busy = await tenantWithQueue('Busy Ltd', 8);
+    expect(perConnection((await claim('replica-a')).pushes, busy.connectionId)).toBe(5);
+    const idle = await tenantWithQueue('Idle Ltd', 5);
+    // Busy still has 3 due but no slot free: the whole batch of 4 goes to Idle.
+    const next = await claim('replica-b', XERO_BUDGET, 4);
+    expect(perConnection(next.pushes, busy.connectionId)).toBe(0);
+    expect(perConnection(next.pushes, idle.connectionId)).toBe(4);
+  });
 });

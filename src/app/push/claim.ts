@@ -69,8 +69,9 @@ function room(b: XeroBudget): SQL {
  * 1. locks the app's row (`xero_app_limits`, id 'app') first: claims, settles and signal writes all
  *    queue there, so their updates of several connection rows never deadlock, and the app's minute
  *    is counted by one writer at a time;
- * 2. offers each tenant with due pushes a fair share of the batch and of the app's minute (least
- *    recently served first, so a 10,000-push backlog gets its share and no more);
+ * 2. offers each tenant with due pushes and room (as the statement's snapshot shows it) a fair share
+ *    of the batch and of the app's minute (least recently served first, so a 10,000-push backlog gets
+ *    its share and no more), so a tenant whose slots are all held takes no share from the others;
  * 3. grants each tenant what its own row allows (5 in flight, 60 a rolling minute, 5,000 a rolling
  *    day), computed by the UPDATE from the latest row version, so two replicas claiming at once
  *    cannot both spend the same room; a parked tenant (429 `day`) or a paused app (429 `appminute`)
@@ -101,12 +102,14 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
       wanting AS (
         SELECT c.id, (SELECT max(s) FROM unnest(c.budget_minute) AS s) AS last_served,
                (SELECT count(*) FROM (SELECT 1 FROM invoice_pushes p WHERE p.connection_id = c.id AND ${due(o.owner)}
-                                      LIMIT ${b.concurrent}) d)::int AS due
+                                      LIMIT ${b.concurrent}) d)::int AS due,
+               ${room(b)} AS room
         FROM xero_connections c JOIN xero_grants g ON g.id = c.grant_id
         WHERE ${sendable} AND (c.parked_until IS NULL OR c.parked_until <= now())),
       ranked AS (
-        SELECT id, due, row_number() OVER (ORDER BY last_served NULLS FIRST, id) AS r, count(*) OVER () AS n
-        FROM wanting WHERE due > 0),
+        SELECT id, least(due, room) AS due, row_number() OVER (ORDER BY last_served NULLS FIRST, id) AS r,
+               count(*) OVER () AS n
+        FROM wanting WHERE due > 0 AND room > 0),
       offer AS (
         SELECT ranked.id,
                least(ranked.due, total.n / ranked.n + CASE WHEN ranked.r <= total.n % ranked.n THEN 1 ELSE 0 END) AS n
