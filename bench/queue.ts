@@ -44,7 +44,13 @@ import { createLogger } from '../src/platform/log.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { type Cluster, startCluster } from '../test/support/postgres.js';
 import { type ServerProcess, spawnServer } from '../test/support/server.js';
-import { connectedOrganization, openDatabase, type Sandbox, testBox } from '../test/support/ticks.js';
+import {
+  connectedOrganization,
+  openDatabase,
+  type Sandbox,
+  sandboxEnv,
+  testBox,
+} from '../test/support/ticks.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { cpuSeconds, machineBusySeconds } from './support/cpu.js';
 import { type QueueChild, spawnQueueChild } from './support/queue-child.js';
@@ -357,10 +363,7 @@ async function realRun(bench: Bench, batch: number, layout: Layout): Promise<Rea
   await client.query('TRUNCATE invoice_pushes');
   const env = {
     DATABASE_URL: bench.oursUrl,
-    XERO_API_URL: sandbox.url,
-    XERO_IDENTITY_URL: `${sandbox.url}/identity`,
-    XERO_CLIENT_ID: 'sandbox-client',
-    XERO_CLIENT_SECRET: 'sandbox-secret',
+    ...sandboxEnv(sandbox),
     TICK_INTERVAL_MS: String(TICK_INTERVAL_MS),
     PUSH_BATCH_SIZE: String(batch),
     // `tick done` lines (with their duration) are debug.

@@ -33,6 +33,7 @@ import {
   openDatabase,
   queuePush,
   type Sandbox,
+  sandboxEnv,
   testBox,
 } from '../test/support/ticks.js';
 import { startNeonProxy } from '../tools/neon-proxy/server.js';
@@ -117,13 +118,6 @@ interface Env {
   proxyUrl: string;
 }
 
-const xeroBindings = (sandbox: Sandbox) => ({
-  XERO_API_URL: sandbox.url,
-  XERO_IDENTITY_URL: `${sandbox.url}/identity`,
-  XERO_CLIENT_ID: 'sandbox-client',
-  XERO_CLIENT_SECRET: 'sandbox-secret',
-});
-
 function worker(variant: Variant, env: Env, databaseUrl: string, log: WorkerLog): Miniflare {
   return startMiniflare(
     variant.bundle,
@@ -133,7 +127,7 @@ function worker(variant: Variant, env: Env, databaseUrl: string, log: WorkerLog)
       TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY,
       // Info: the boot lines and the push tick's summary are what (ii) and (iii) count.
       LOG_LEVEL: 'info',
-      ...xeroBindings(env.sandbox),
+      ...sandboxEnv(env.sandbox),
     },
     log.onLine,
   );

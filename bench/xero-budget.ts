@@ -17,7 +17,13 @@ import pg from 'pg';
 import { freshDatabase } from '../test/support/databases.js';
 import { startCluster } from '../test/support/postgres.js';
 import { repoRoot, type ServerProcess, spawnServer, TEST_TOKEN_KEY } from '../test/support/server.js';
-import { captureLog, connectedOrganization, openDatabase, testBox } from '../test/support/ticks.js';
+import {
+  captureLog,
+  connectedOrganization,
+  openDatabase,
+  sandboxEnv,
+  testBox,
+} from '../test/support/ticks.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { intEnv, printResults, progress, table } from './support/report.js';
 
@@ -132,10 +138,7 @@ async function run(mode: 'shared' | 'per-process', entry: string): Promise<RunFi
           env: {
             DATABASE_URL: url,
             TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY,
-            XERO_API_URL: sandbox.url,
-            XERO_IDENTITY_URL: `${sandbox.url}/identity`,
-            XERO_CLIENT_ID: 'sandbox-client',
-            XERO_CLIENT_SECRET: 'sandbox-secret',
+            ...sandboxEnv(sandbox),
             TICK_INTERVAL_MS: '100',
             PUSH_BATCH_SIZE: String(BATCH),
             XERO_BUDGET_TEST_MINUTE_MS: String(MINUTE_MS),

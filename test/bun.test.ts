@@ -12,6 +12,7 @@ import { startHeartbeatSink } from './support/heartbeat-sink.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { startSentrySink } from './support/sentry-sink.js';
 import { repoRoot, type ServerProcess, spawnServer } from './support/server.js';
+import { sandboxEnv } from './support/ticks.js';
 import { until } from './support/until.js';
 
 const bun = resolve(repoRoot, 'node_modules/.bin/bun');
@@ -52,10 +53,7 @@ describe('Bun entry', () => {
     ]);
     const server = await spawnBun({
       DATABASE_URL: url,
-      XERO_API_URL: sandbox.url,
-      XERO_IDENTITY_URL: `${sandbox.url}/identity`,
-      XERO_CLIENT_ID: 'sandbox-client',
-      XERO_CLIENT_SECRET: 'sandbox-secret',
+      ...sandboxEnv(sandbox),
       TICK_INTERVAL_MS: '500',
       SENTRY_DSN: sentry.dsn,
       TICK_HEARTBEAT_URL_REFRESH_TOKENS: heartbeats.urlFor('refresh'),

@@ -6,7 +6,7 @@ import { createOrg, invoiceBody, waitForKey } from './support/orgs.js';
 import { freePort } from './support/ports.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
-import type { Sandbox } from './support/ticks.js';
+import { type Sandbox, sandboxEnv } from './support/ticks.js';
 import { until } from './support/until.js';
 
 let cluster: Cluster;
@@ -24,12 +24,9 @@ beforeAll(async () => {
       DATABASE_URL: url,
       REGISTRY_REFRESH_MS: '100',
       TICK_INTERVAL_MS: '60000',
-      XERO_API_URL: sandbox.url,
-      XERO_IDENTITY_URL: `${sandbox.url}/identity`,
+      ...sandboxEnv(sandbox),
       XERO_AUTHORIZE_URL: `${sandbox.url}/identity/connect/authorize`,
       XERO_REDIRECT_URI: `http://127.0.0.1:${port}/connect/xero/callback`,
-      XERO_CLIENT_ID: 'sandbox-client',
-      XERO_CLIENT_SECRET: 'sandbox-secret',
     },
   });
   await server.waitForReady();

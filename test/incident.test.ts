@@ -5,7 +5,14 @@ import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { type FaultProxy, startFaultProxy } from './support/fault-proxy.js';
 import { type Cluster, startCluster, startStandby, waitForReplay } from './support/postgres.js';
 import { spawnServer } from './support/server.js';
-import { captureLog, connectedOrganization, openDatabase, type Sandbox, testBox } from './support/ticks.js';
+import {
+  captureLog,
+  connectedOrganization,
+  openDatabase,
+  type Sandbox,
+  sandboxEnv,
+  testBox,
+} from './support/ticks.js';
 import { until } from './support/until.js';
 
 // The incident: the pool stays pinned to a demoted, read-only node while the background writes
@@ -29,13 +36,6 @@ afterAll(async () => {
   await primary?.remove();
 });
 
-const xeroEnv = () => ({
-  XERO_API_URL: sandbox.url,
-  XERO_IDENTITY_URL: `${sandbox.url}/identity`,
-  XERO_CLIENT_ID: 'sandbox-client',
-  XERO_CLIENT_SECRET: 'sandbox-secret',
-});
-
 describe('the incident, with the ticks', () => {
   it('pinned to a read-only node: ticks and /readyz detect, dispose, and recover; nothing is lost', async () => {
     const { log } = captureLog();
@@ -52,7 +52,7 @@ describe('the incident, with the ticks', () => {
       env: {
         DATABASE_URL: `postgres://postgres@127.0.0.1:${proxy.port}/postgres`,
         TICK_INTERVAL_MS: '300',
-        ...xeroEnv(),
+        ...sandboxEnv(sandbox),
       },
     });
     const direct = new pg.Client(primary.url());
@@ -122,7 +122,9 @@ describe('the incident, with the ticks', () => {
     const box = await testBox();
     const { org, connectionId } = await connectedOrganization(handle.db, box, sandbox, 'Slow Xero Co');
     sandbox.state.setLimits({ latencyMs: 1500 });
-    const server = await spawnServer({ env: { DATABASE_URL: url, TICK_INTERVAL_MS: '200', ...xeroEnv() } });
+    const server = await spawnServer({
+      env: { DATABASE_URL: url, TICK_INTERVAL_MS: '200', ...sandboxEnv(sandbox) },
+    });
     try {
       await server.waitForReady();
       await handle.db.execute(sql`

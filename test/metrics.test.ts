@@ -8,6 +8,7 @@ import { type Cluster, startCluster } from './support/postgres.js';
 import { parsePrometheus, sample } from './support/prometheus.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
 import type { Sandbox } from './support/ticks.js';
+import { sandboxEnv } from './support/ticks.js';
 import { until } from './support/until.js';
 
 let cluster: Cluster;
@@ -43,10 +44,7 @@ describe('GET /metrics', () => {
         DATABASE_URL: url,
         METRICS_TOKEN: TOKEN,
         TICK_INTERVAL_MS: '300',
-        XERO_API_URL: sandbox.url,
-        XERO_IDENTITY_URL: `${sandbox.url}/identity`,
-        XERO_CLIENT_ID: 'sandbox-client',
-        XERO_CLIENT_SECRET: 'sandbox-secret',
+        ...sandboxEnv(sandbox),
       },
     });
     try {

@@ -7,6 +7,7 @@ import { type Cluster, startCluster } from './support/postgres.js';
 import { type SentrySink, startSentrySink } from './support/sentry-sink.js';
 import { spawnServer } from './support/server.js';
 import type { Sandbox } from './support/ticks.js';
+import { sandboxEnv } from './support/ticks.js';
 import { until } from './support/until.js';
 
 let cluster: Cluster;
@@ -40,10 +41,7 @@ describe('request ids, error fields and error tracking', () => {
         SENTRY_DSN: sentry.dsn,
         REGISTRY_REFRESH_MS: '200',
         TICK_INTERVAL_MS: '300',
-        XERO_API_URL: sandbox.url,
-        XERO_IDENTITY_URL: `${sandbox.url}/identity`,
-        XERO_CLIENT_ID: 'sandbox-client',
-        XERO_CLIENT_SECRET: 'sandbox-secret',
+        ...sandboxEnv(sandbox),
       },
     });
     try {

@@ -5,7 +5,14 @@ import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
-import { captureLog, connectedOrganization, openDatabase, type Sandbox, testBox } from './support/ticks.js';
+import {
+  captureLog,
+  connectedOrganization,
+  openDatabase,
+  type Sandbox,
+  sandboxEnv,
+  testBox,
+} from './support/ticks.js';
 import { until } from './support/until.js';
 
 let cluster: Cluster;
@@ -25,10 +32,7 @@ function tickingServer(url: string): Promise<ServerProcess> {
   return spawnServer({
     env: {
       DATABASE_URL: url,
-      XERO_API_URL: sandbox.url,
-      XERO_IDENTITY_URL: `${sandbox.url}/identity`,
-      XERO_CLIENT_ID: 'sandbox-client',
-      XERO_CLIENT_SECRET: 'sandbox-secret',
+      ...sandboxEnv(sandbox),
       TICK_INTERVAL_MS: '200',
       PUSH_BATCH_SIZE: '100',
     },

@@ -13,7 +13,7 @@ import { type Cluster, startCluster } from './support/postgres.js';
 import { parsePrometheus, sample } from './support/prometheus.js';
 import { type SentrySink, startSentrySink } from './support/sentry-sink.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
-import { captureLog, openDatabase, type Sandbox } from './support/ticks.js';
+import { captureLog, openDatabase, type Sandbox, sandboxEnv } from './support/ticks.js';
 import { until } from './support/until.js';
 
 // Tick health end to end, on the built Node server: a real Postgres where the app connects as an
@@ -67,10 +67,7 @@ async function asSuperuser(database: string, statement: string): Promise<void> {
 }
 
 const xeroEnv = () => ({
-  XERO_API_URL: sandbox.url,
-  XERO_IDENTITY_URL: `${sandbox.url}/identity`,
-  XERO_CLIENT_ID: 'sandbox-client',
-  XERO_CLIENT_SECRET: 'sandbox-secret',
+  ...sandboxEnv(sandbox),
   TICK_INTERVAL_MS: String(INTERVAL_MS),
   METRICS_TOKEN,
 });

@@ -8,6 +8,7 @@ import { freePort } from './support/ports.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { repoRoot, spawnServer } from './support/server.js';
 import type { Sandbox } from './support/ticks.js';
+import { sandboxEnv } from './support/ticks.js';
 
 // Traces leave the process over OTLP/HTTP to a local collector; the exporter is advisory: malformed
 // or unreachable, the server boots and serves all the same. (Whether tracing slows requests is a
@@ -46,10 +47,7 @@ describe('tracing', () => {
         OTEL_BSP_SCHEDULE_DELAY: '100',
         REGISTRY_REFRESH_MS: '200',
         TICK_INTERVAL_MS: '300',
-        XERO_API_URL: sandbox.url,
-        XERO_IDENTITY_URL: `${sandbox.url}/identity`,
-        XERO_CLIENT_ID: 'sandbox-client',
-        XERO_CLIENT_SECRET: 'sandbox-secret',
+        ...sandboxEnv(sandbox),
       },
     });
     try {

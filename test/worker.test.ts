@@ -20,6 +20,7 @@ import {
   openDatabase,
   queuePush,
   type Sandbox,
+  sandboxEnv,
   testBox,
 } from './support/ticks.js';
 import { until } from './support/until.js';
@@ -266,13 +267,6 @@ describe('the Worker in workerd', () => {
     ]);
   });
 
-  const xeroBindings = () => ({
-    XERO_API_URL: sandbox.url,
-    XERO_IDENTITY_URL: `${sandbox.url}/identity`,
-    XERO_CLIENT_ID: 'sandbox-client',
-    XERO_CLIENT_SECRET: 'sandbox-secret',
-  });
-
   it('pushes a due invoice from scheduled()', async () => {
     const url = await freshDatabase(cluster);
     const { log } = captureLog();
@@ -280,7 +274,7 @@ describe('the Worker in workerd', () => {
     const { org, tenantId } = await connectedOrganization(handle.db, await testBox(), sandbox, 'Cron Co');
     const id = await queuePush(handle.db, org.id, 'cron-1');
     await handle.close();
-    const mf = worker({ DATABASE_URL: neonUrl(url), ...xeroBindings() });
+    const mf = worker({ DATABASE_URL: neonUrl(url), ...sandboxEnv(sandbox) });
     await scheduled(mf);
     const db = new pg.Client(url);
     await db.connect();
@@ -316,14 +310,14 @@ describe('the Worker in workerd', () => {
     const latencyBefore = sandbox.state.limiter.limits.latencyMs;
     sandbox.state.setLimits({ latencyMs: 20 });
     const before = sandbox.state.statsSnapshot().rateLimited;
-    const mf = worker({ DATABASE_URL: neonUrl(url), ...xeroBindings() });
+    const mf = worker({ DATABASE_URL: neonUrl(url), ...sandboxEnv(sandbox) });
     const servers: ServerProcess[] = [];
     let stop = false;
     try {
       // The isolate goes first (so it surely takes part): one invocation, the tenant's 5 slots.
       await scheduled(mf);
       expect(await count(`status = 'pushed'`)).toBe(5);
-      const env = { DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY, ...xeroBindings() };
+      const env = { DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY, ...sandboxEnv(sandbox) };
       servers.push(
         ...(await Promise.all(
           [0, 1].map(() => spawnServer({ env: { ...env, TICK_INTERVAL_MS: '100', PUSH_BATCH_SIZE: '100' } })),
@@ -365,7 +359,7 @@ describe('the Worker in workerd', () => {
     );
     const id = await queuePush(handle.db, org.id, 'cron-poison');
     await handle.close();
-    const mf = worker({ DATABASE_URL: neonUrl(url), ...xeroBindings() });
+    const mf = worker({ DATABASE_URL: neonUrl(url), ...sandboxEnv(sandbox) });
     await readyz(mf); // boot the isolate first, so the next connection to wait on the lock is the tick's
 
     // Hold the queue's table so the tick's claim waits; then kill the waiting backend (57P01, a
@@ -410,7 +404,7 @@ describe('the Worker in workerd', () => {
       const interval = 1000;
       const mf = worker({
         DATABASE_URL: neonUrl(url),
-        ...xeroBindings(),
+        ...sandboxEnv(sandbox),
         TICK_INTERVAL_MS: String(interval),
         SENTRY_DSN: sentry.dsn,
         TICK_HEARTBEAT_URL_PUSH_INVOICES: heartbeats.urlFor('push'),
@@ -493,7 +487,7 @@ describe('the Worker in workerd', () => {
       const mf = worker({
         DATABASE_URL: neonUrl(url),
         DATABASE_DRIVER: 'neon-http',
-        ...xeroBindings(),
+        ...sandboxEnv(sandbox),
         SENTRY_DSN: sentry.dsn,
         TICK_HEARTBEAT_URL_PUSH_INVOICES: heartbeats.urlFor('push'),
       });

@@ -26,6 +26,7 @@ import {
   pushRow,
   queuePush,
   type Sandbox,
+  sandboxEnv,
   testBox,
   xeroConfigFor,
 } from './support/ticks.js';
@@ -134,10 +135,7 @@ function tickingServer(url: string): Promise<ServerProcess> {
     env: {
       DATABASE_URL: url,
       TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY,
-      XERO_API_URL: sandbox.url,
-      XERO_IDENTITY_URL: `${sandbox.url}/identity`,
-      XERO_CLIENT_ID: 'sandbox-client',
-      XERO_CLIENT_SECRET: 'sandbox-secret',
+      ...sandboxEnv(sandbox),
       TICK_INTERVAL_MS: '100',
       PUSH_BATCH_SIZE: '100',
       XERO_BUDGET_TEST_MINUTE_MS: String(MINUTE_MS),

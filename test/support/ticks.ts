@@ -38,6 +38,16 @@ export async function openDatabase(url: string, log: Logger): Promise<DatabaseHa
 
 export const testBox = (): Promise<SecretBox> => createSecretBox(TEST_TOKEN_KEY);
 
+/** The variables that point a spawned server or a Worker at the sandbox, as its Xero app. */
+export function sandboxEnv(sandbox: Sandbox) {
+  return {
+    XERO_API_URL: sandbox.url,
+    XERO_IDENTITY_URL: `${sandbox.url}/identity`,
+    XERO_CLIENT_ID: 'sandbox-client',
+    XERO_CLIENT_SECRET: 'sandbox-secret',
+  };
+}
+
 export function xeroConfigFor(sandbox: Sandbox) {
   return {
     apiUrl: sandbox.url,
