@@ -1,7 +1,7 @@
 import { _default, object, optional, pipe, refine, string, superRefine, transform } from 'zod/mini';
 import { type Env, int, parseEnv } from '../platform/config.js';
 import { DEFAULT_XERO_SCOPES, missingInvoiceScope } from './connections/scopes.js';
-import { XERO_BUDGET, type XeroBudget } from './push/budget.js';
+import { shortenedXeroBudget, type XeroBudget } from './push/budget.js';
 
 export interface AppConfig {
   /** Base64 of 32 bytes; undefined only with the embedded database, where a development key is made. */
@@ -109,12 +109,6 @@ export function loadAppConfig(env: Env): AppConfig {
     pushMaxAttempts: e.PUSH_MAX_ATTEMPTS,
     pushBatchSize: e.PUSH_BATCH_SIZE,
     backoff: { baseMs: e.PUSH_BACKOFF_BASE_MS, maxMs: e.PUSH_BACKOFF_MAX_MS },
-    xeroBudget: {
-      ...XERO_BUDGET,
-      minuteMs: e.XERO_BUDGET_TEST_MINUTE_MS,
-      dayMs: e.XERO_BUDGET_TEST_DAY_MS,
-      // 2 s of Xero's minute; a test's shorter minute gives a call less time to start (a fifteenth).
-      sendWithinMs: Math.min(XERO_BUDGET.sendWithinMs, Math.round(e.XERO_BUDGET_TEST_MINUTE_MS / 15)),
-    },
+    xeroBudget: shortenedXeroBudget(e.XERO_BUDGET_TEST_MINUTE_MS, e.XERO_BUDGET_TEST_DAY_MS),
   };
 }

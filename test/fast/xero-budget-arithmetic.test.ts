@@ -3,7 +3,8 @@
 // dispatcher that sends what a claim granted (src/app/push/dispatch.ts). The claim itself is SQL and
 // is tested against Postgres in test/xero-budget.test.ts and test/push-tick.test.ts.
 import { describe, expect, it } from 'vitest';
-import { countedMs, XERO_BUDGET } from '../../src/app/push/budget.js';
+import { loadAppConfig } from '../../src/app/config.js';
+import { countedMs, shortenedXeroBudget, XERO_BUDGET } from '../../src/app/push/budget.js';
 import {
   type DispatchHandlers,
   dispatchPushes,
@@ -28,6 +29,17 @@ describe('the Xero budget', () => {
     expect(countedMs(XERO_BUDGET, XERO_BUDGET.minuteMs)).toBe(62_000);
     expect(countedMs(XERO_BUDGET, XERO_BUDGET.dayMs)).toBe(86_402_000);
     expect(countedMs({ ...XERO_BUDGET, sendWithinMs: 100 }, 3000)).toBe(3100);
+  });
+
+  it("is the same budget in a server's configuration and in a test that shares its shortened minute", () => {
+    const env = { DATABASE_URL: 'memory://', XERO_BUDGET_TEST_MINUTE_MS: '3000' };
+    expect(loadAppConfig(env).xeroBudget).toEqual(shortenedXeroBudget(3000, XERO_BUDGET.dayMs));
+    expect(shortenedXeroBudget(3000, XERO_BUDGET.dayMs)).toMatchObject({
+      minuteMs: 3000,
+      sendWithinMs: 1000,
+    });
+    // Xero's own windows keep Xero's 2 s to start.
+    expect(loadAppConfig({ DATABASE_URL: 'memory://' }).xeroBudget).toEqual(XERO_BUDGET);
   });
 });
 
