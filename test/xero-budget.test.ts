@@ -35,9 +35,12 @@ import { until } from './support/until.js';
 // A shortened minute for the test, on both sides alike (XERO_BUDGET_TEST_MINUTE_MS and the sandbox's
 // minuteMs). Xero's counts (5, 60, 5,000, 10,000) stay as they are.
 const MINUTE_MS = 3000;
-// The servers' own budget for that minute, so the isolate here counts each call exactly as long as they
-// do: with a longer time to start than theirs, its late calls slipped past their count (429 `minute`).
-const BUDGET: XeroBudget = shortenedXeroBudget(MINUTE_MS, XERO_BUDGET.dayMs);
+// A call may start up to 1 s after its claim: a loaded 2-core machine can take longer than a fifth of a
+// second to decrypt a token and open a socket. The servers get the same (XERO_BUDGET_TEST_SEND_WITHIN_MS)
+// and the same function builds both budgets: an isolate here that gave its calls longer to start than
+// the servers counted them for let its late calls slip past their count (429 `minute`).
+const SEND_WITHIN_MS = 1000;
+const BUDGET: XeroBudget = shortenedXeroBudget(MINUTE_MS, XERO_BUDGET.dayMs, SEND_WITHIN_MS);
 
 let cluster: Cluster;
 let sandbox: Sandbox;
@@ -139,6 +142,7 @@ function tickingServer(url: string): Promise<ServerProcess> {
       TICK_INTERVAL_MS: '100',
       PUSH_BATCH_SIZE: '100',
       XERO_BUDGET_TEST_MINUTE_MS: String(MINUTE_MS),
+      XERO_BUDGET_TEST_SEND_WITHIN_MS: String(SEND_WITHIN_MS),
     },
   });
 }

@@ -47,7 +47,7 @@ export type DatabasePooler = (typeof DATABASE_POOLERS)[number];
 export const DEFAULT_PGLITE_DIR = '.data/pglite';
 
 /** A whole number from `min` to `max` given as decimal digits, `fallback` when unset. */
-export const int = (min: number, max: number, fallback: number) =>
+export const int = <F extends number | undefined>(min: number, max: number, fallback: F) =>
   pipe(
     optional(string()).check(
       // abort: a bad number stops the object's cross-field checks, as classic zod's transform did.
@@ -57,7 +57,7 @@ export const int = (min: number, max: number, fallback: number) =>
       }),
     ),
     // Runs only when the check passed: a pipe stops at its first failing side.
-    transform((v: string | undefined) => (v === undefined ? fallback : Number(v))),
+    transform((v: string | undefined): number | F => (v === undefined ? fallback : Number(v))),
   );
 
 const isIntegerIn = (v: string, min: number, max: number) => {
