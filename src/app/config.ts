@@ -1,7 +1,7 @@
 import { _default, object, optional, pipe, refine, string, superRefine, transform } from 'zod/mini';
 import { type Env, int, parseEnv } from '../platform/config.js';
 import { DEFAULT_XERO_SCOPES, missingInvoiceScope } from './connections/scopes.js';
-import { shortenedXeroBudget, type XeroBudget } from './push/budget.js';
+import { shortenedXeroBudget, XERO_BUDGET, type XeroBudget } from './push/budget.js';
 
 export interface AppConfig {
   /** Base64 of 32 bytes; undefined only with the embedded database, where a development key is made. */
@@ -90,6 +90,22 @@ const schema = object({
         path: ['XERO_SCOPES'],
         message: 'must include offline_access and accounting.invoices (or accounting.transactions)',
       });
+    }
+    // Xero counts its real minute and day: a shortened budget would spend them several times over.
+    if (new URL(e.XERO_API_URL).hostname === 'api.xero.com') {
+      const shortened = {
+        XERO_BUDGET_TEST_MINUTE_MS: e.XERO_BUDGET_TEST_MINUTE_MS !== XERO_BUDGET.minuteMs,
+        XERO_BUDGET_TEST_DAY_MS: e.XERO_BUDGET_TEST_DAY_MS !== XERO_BUDGET.dayMs,
+        XERO_BUDGET_TEST_SEND_WITHIN_MS: e.XERO_BUDGET_TEST_SEND_WITHIN_MS !== undefined,
+      };
+      for (const [name, set] of Object.entries(shortened)) {
+        if (set)
+          ctx.addIssue({
+            code: 'custom',
+            path: [name],
+            message: 'is for the Xero sandbox only, not api.xero.com',
+          });
+      }
     }
   }),
 );

@@ -32,7 +32,8 @@ describe('the Xero budget', () => {
   });
 
   it("is the same budget in a server's configuration and in a test that shares its shortened minute", () => {
-    const env = { DATABASE_URL: 'memory://', XERO_BUDGET_TEST_MINUTE_MS: '3000' };
+    const sandbox = { DATABASE_URL: 'memory://', XERO_API_URL: 'http://127.0.0.1:4010' };
+    const env = { ...sandbox, XERO_BUDGET_TEST_MINUTE_MS: '3000' };
     expect(loadAppConfig(env).xeroBudget).toEqual(shortenedXeroBudget(3000, XERO_BUDGET.dayMs));
     // A fifteenth of the shortened minute to start, unless the test gives every sharer longer.
     expect(loadAppConfig(env).xeroBudget).toMatchObject({ minuteMs: 3000, sendWithinMs: 200 });
@@ -41,6 +42,22 @@ describe('the Xero budget', () => {
     expect(loadAppConfig(longer).xeroBudget).toMatchObject({ sendWithinMs: 1000 });
     // Xero's own windows keep Xero's 2 s to start.
     expect(loadAppConfig({ DATABASE_URL: 'memory://' }).xeroBudget).toEqual(XERO_BUDGET);
+  });
+
+  it("refuses a shortened budget against Xero's real API, naming every test setting", () => {
+    const shortened = {
+      XERO_BUDGET_TEST_MINUTE_MS: '3000',
+      XERO_BUDGET_TEST_DAY_MS: '60000',
+      XERO_BUDGET_TEST_SEND_WITHIN_MS: '1000',
+    };
+    expect(() => loadAppConfig(shortened)).toThrow(
+      /XERO_BUDGET_TEST_MINUTE_MS is for the Xero sandbox only.*XERO_BUDGET_TEST_DAY_MS .*XERO_BUDGET_TEST_SEND_WITHIN_MS /,
+    );
+    expect(() =>
+      loadAppConfig({ XERO_API_URL: 'https://api.xero.com/', XERO_BUDGET_TEST_DAY_MS: '60000' }),
+    ).toThrow(/^[^\n]*XERO_BUDGET_TEST_DAY_MS is for the Xero sandbox only[^\n]*$/);
+    // Xero's own windows, spelt out, are not a shortening.
+    expect(loadAppConfig({ XERO_BUDGET_TEST_MINUTE_MS: '60000' }).xeroBudget).toEqual(XERO_BUDGET);
   });
 });
 
