@@ -92,7 +92,8 @@ const schema = object({
       });
     }
     // Xero counts its real minute and day: a shortened budget would spend them several times over.
-    if (new URL(e.XERO_API_URL).hostname === 'api.xero.com') {
+    // (A bad XERO_API_URL is already named above, and does not stop this check.)
+    if (URL.canParse(e.XERO_API_URL) && new URL(e.XERO_API_URL).hostname === 'api.xero.com') {
       const shortened = {
         XERO_BUDGET_TEST_MINUTE_MS: e.XERO_BUDGET_TEST_MINUTE_MS !== XERO_BUDGET.minuteMs,
         XERO_BUDGET_TEST_DAY_MS: e.XERO_BUDGET_TEST_DAY_MS !== XERO_BUDGET.dayMs,

@@ -42,7 +42,7 @@ export const XERO_BUDGET: XeroBudget = {
 export function shortenedXeroBudget(minuteMs: number, dayMs: number, sendWithinMs?: number): XeroBudget {
   const b = XERO_BUDGET;
   if (minuteMs === b.minuteMs && dayMs === b.dayMs && sendWithinMs === undefined) return b;
-  // Unset: the same share of a shortened minute as production's 2 s of 60 (a fifteenth at most).
+  // Unset: a fifteenth of a shortened minute, at most Xero's 2 s.
   return {
     ...b,
     minuteMs,
