@@ -12,7 +12,6 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { freshDatabase } from '../test/support/databases.js';
 import { startCluster } from '../test/support/postgres.js';
@@ -21,6 +20,7 @@ import {
   captureLog,
   connectedOrganization,
   openDatabase,
+  queueBacklog,
   sandboxEnv,
   testBox,
 } from '../test/support/ticks.js';
@@ -114,14 +114,7 @@ async function run(mode: 'shared' | 'per-process', entry: string): Promise<RunFi
         `Bench Co ${i}`,
       );
       tenants.push(tenantId);
-      await handle.db.execute(sql`
-        INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
-        SELECT ${org.id}, ${connectionId}, 'bench-' || n, 'bench',
-               jsonb_build_object('contact', jsonb_build_object('name', 'Customer ' || n),
-                                  'lineItems', jsonb_build_array(jsonb_build_object('description', 'Item', 'quantity', '1', 'unitAmount', '1.00')),
-                                  'date', '2026-11-29', 'currency', 'NZD'),
-               'queued'
-        FROM generate_series(1, ${n}) AS n`);
+      await queueBacklog(handle.db, org.id, connectionId, n, 'bench');
     }
     await handle.close();
     const db = new pg.Client(url);

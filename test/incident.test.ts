@@ -9,6 +9,7 @@ import {
   captureLog,
   connectedOrganization,
   openDatabase,
+  queueBacklog,
   type Sandbox,
   sandboxEnv,
   testBox,
@@ -68,12 +69,7 @@ describe('the incident, with the ticks', () => {
       );
 
       // Work arrives while the server is pinned: 20 due pushes and a token about to expire.
-      await handle.db.execute(sql`
-        INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
-        SELECT ${org.id}, ${connectionId}, 'incident-' || n, 'test',
-               '{"contact":{"name":"C"},"lineItems":[{"description":"x","quantity":"1","unitAmount":"1"}],"date":"2026-11-29","currency":"NZD"}'::jsonb,
-               'queued'
-        FROM generate_series(1, 20) AS n`);
+      await queueBacklog(handle.db, org.id, connectionId, 20, 'incident');
       await handle.db.execute(sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes'`);
       await waitForReplay(primary, standby);
       await server.waitForLog((l) => l.msg === 'tick crashed' && l.tick === 'push-invoices', 15_000);
@@ -127,11 +123,7 @@ describe('the incident, with the ticks', () => {
     });
     try {
       await server.waitForReady();
-      await handle.db.execute(sql`
-        INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
-        VALUES (${org.id}, ${connectionId}, 'slow-1', 'test',
-                '{"contact":{"name":"C"},"lineItems":[{"description":"x","quantity":"1","unitAmount":"1"}],"date":"2026-11-29","currency":"NZD"}'::jsonb,
-                'queued')`);
+      await queueBacklog(handle.db, org.id, connectionId, 1, 'slow');
       // Wait until the push is claimed (its lease written) and Xero is holding the request.
       await until(
         async () =>

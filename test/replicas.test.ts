@@ -9,6 +9,7 @@ import {
   captureLog,
   connectedOrganization,
   openDatabase,
+  queueBacklog,
   type Sandbox,
   sandboxEnv,
   testBox,
@@ -54,14 +55,7 @@ describe('two replicas', () => {
         `Replica Co ${i}`,
       );
       tenants.push(tenantId);
-      await handle.db.execute(sql`
-        INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
-        SELECT ${org.id}, ${connectionId}, 'bulk-' || n, 'test',
-               jsonb_build_object('contact', jsonb_build_object('name', 'Customer ' || n),
-                                  'lineItems', jsonb_build_array(jsonb_build_object('description', 'Item', 'quantity', '1', 'unitAmount', n || '.00')),
-                                  'date', '2026-11-29', 'currency', 'NZD'),
-               'queued'
-        FROM generate_series(1, ${PER_TENANT}) AS n`);
+      await queueBacklog(handle.db, org.id, connectionId, PER_TENANT, 'bulk');
     }
     // Every access token expires within the refresh window: both replicas will want to refresh them.
     await handle.db.execute(sql`UPDATE xero_grants SET access_expires_at = now() + interval '9 minutes'`);

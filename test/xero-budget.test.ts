@@ -24,6 +24,7 @@ import {
   connectedOrganization,
   openDatabase,
   pushRow,
+  queueBacklog,
   queuePush,
   type Sandbox,
   sandboxEnv,
@@ -103,23 +104,6 @@ function deps(overrides: Partial<PushTickDeps> = {}): PushTickDeps {
   };
 }
 
-async function queueMany(
-  db: Database,
-  organizationId: string,
-  connectionId: string,
-  n: number,
-  prefix: string,
-) {
-  await db.execute(sql`
-    INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
-    SELECT ${organizationId}, ${connectionId}, ${prefix} || '-' || n, 'test',
-           jsonb_build_object('contact', jsonb_build_object('name', 'Customer ' || n),
-                              'lineItems', jsonb_build_array(jsonb_build_object('description', 'Item', 'quantity', '1', 'unitAmount', '1.00')),
-                              'date', '2026-11-29', 'currency', 'NZD'),
-           'queued'
-    FROM generate_series(1, ${n}) AS n`);
-}
-
 async function count(url: string, where: string): Promise<number> {
   const client = new pg.Client(url);
   await client.connect();
@@ -152,7 +136,7 @@ describe('one budget for two server processes and Worker-style invocations', () 
     const PUSHES = 150;
     const { url, setup } = await database();
     const { org, tenantId, connectionId } = await connectedOrganization(setup, box, sandbox, 'Shared Co');
-    await queueMany(setup, org.id, connectionId, PUSHES, 'shared');
+    await queueBacklog(setup, org.id, connectionId, PUSHES, 'shared');
     const before = limited();
 
     const servers = await Promise.all([tickingServer(url), tickingServer(url)]);
@@ -200,7 +184,7 @@ describe.each(['pg', 'neon-http'] as const)('the shared budget over %s', (driver
       sandbox,
       `Crash Co ${driver}`,
     );
-    await queueMany(setup, org.id, connectionId, 8, 'crash');
+    await queueBacklog(setup, org.id, connectionId, 8, 'crash');
     // A process claims (taking the tenant's 5 slots) and dies before it sends or settles anything.
     const crashed = await claimPushes(db, {
       owner: 'crashed',
@@ -236,7 +220,7 @@ describe.each(['pg', 'neon-http'] as const)('the shared budget over %s', (driver
           await xero.putInvoice(token, tenantId, `elsewhere-${lane}-${i}`, invoice());
       }),
     );
-    await queueMany(setup, org.id, connectionId, 12, 'lowered');
+    await queueBacklog(setup, org.id, connectionId, 12, 'lowered');
     const before = limited();
     // Our count says 60 are left; 5 go (the slots), and their answers say 3 are left.
     expect(await pushDueInvoices(db, deps())).toMatchObject({ claimed: 5, pushed: 5 });

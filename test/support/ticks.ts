@@ -148,6 +148,24 @@ export async function queuePush(db: Database, organizationId: string, key: strin
   return id;
 }
 
+/** `n` queued pushes for one connection, keyed `${prefix}-1` to `${prefix}-n`, in one statement. */
+export async function queueBacklog(
+  db: Database,
+  organizationId: string,
+  connectionId: string,
+  n: number,
+  prefix: string,
+) {
+  await db.execute(sql`
+    INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
+    SELECT ${organizationId}, ${connectionId}, ${prefix} || '-' || n, 'test',
+           jsonb_build_object('contact', jsonb_build_object('name', 'Customer ' || n),
+                              'lineItems', jsonb_build_array(jsonb_build_object('description', 'Item', 'quantity', '1', 'unitAmount', '1.00')),
+                              'date', '2026-11-29', 'currency', 'NZD'),
+           'queued'
+    FROM generate_series(1, ${n}) AS n`);
+}
+
 export async function pushRow(url: string, id: string) {
   const client = new pg.Client(url);
   await client.connect();
