@@ -5,14 +5,17 @@ import type { DatabaseDriver } from '../db/types.js';
 import type { Logger } from '../log.js';
 import type { Telemetry } from '../telemetry/telemetry.js';
 
-/** A long-lived process's database parts: the app's pool, the probe's own, and the write probe. */
+/**
+ * The database parts over one driver: the app's pool, the probe's own, and the write probe. A process
+ * builds them once; an isolate per request or cron invocation, over its own failover episode.
+ */
 export interface Databases {
   driver: DatabaseDriver;
   episodes: FailoverEpisodes;
   app: DatabaseHandle;
   probe: DatabaseHandle;
   writeProbe: WriteProbe;
-  /** Ends the episode and both pools, then the driver. */
+  /** Ends the episode (unless it was given), both pools, then the driver. */
   close(): Promise<void>;
 }
 
@@ -21,13 +24,15 @@ export interface DatabasesOptions {
   telemetry: Telemetry;
   probeTimeoutMs: number;
   instanceId: string;
+  /** One that outlives these parts (an isolate's, across its requests); its owner closes it. */
+  episodes?: FailoverEpisodes;
 }
 
 /** Builds the parts over a driver; nothing connects until the first query. */
 export function createDatabases(driver: DatabaseDriver, options: DatabasesOptions): Databases {
   const { log, telemetry } = options;
   // One failover episode for both pools: one warning and one summary, however many see it.
-  const episodes = new FailoverEpisodes(log);
+  const episodes = options.episodes ?? new FailoverEpisodes(log);
   const app = new DatabaseHandle(driver, 'app', log, telemetry, episodes);
   const probe = new DatabaseHandle(driver, 'probe', log, telemetry, episodes);
   const writeProbe = new WriteProbe({
@@ -45,7 +50,7 @@ export function createDatabases(driver: DatabaseDriver, options: DatabasesOption
     probe,
     writeProbe,
     close: async () => {
-      episodes.close();
+      if (!options.episodes) episodes.close();
       await Promise.allSettled([app.close(), probe.close()]);
       await driver.close();
     },

@@ -2,9 +2,8 @@ import type { Hono } from 'hono';
 import { type Config, ConfigError, type Env, loadAll, loadConfig } from '../config.js';
 import { createNeonDriver } from '../db/drivers/neon.js';
 import { FailoverEpisodes } from '../db/episode.js';
-import { DatabaseHandle } from '../db/handle.js';
+import type { DatabaseHandle } from '../db/handle.js';
 import { schemaState } from '../db/migrate.js';
-import { WriteProbe } from '../db/probe.js';
 import { errorCode } from '../error-chain.js';
 import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../error-tracking.js';
 import { ReadinessGate } from '../gate.js';
@@ -26,6 +25,7 @@ import { loadTelemetryConfig } from '../telemetry/config.js';
 import { requestIdFrom } from '../telemetry/requests.js';
 import { noTelemetry } from '../telemetry/telemetry.js';
 import { withTimeout } from '../timeout.js';
+import { createDatabases, type Databases } from './databases.js';
 import { FollowUpRuns } from './follow-up-runs.js';
 import { bootCauseOf, IsolateBootError, RetryingBoot } from './isolate-boot.js';
 
@@ -64,12 +64,6 @@ interface Isolate<E extends AppEnv> {
   tickPolicy: TickHealthPolicy;
 }
 
-interface Invocation {
-  database: DatabaseHandle;
-  probeDatabase: DatabaseHandle;
-  close(): Promise<void>;
-}
-
 export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, E>) {
   const gate = new ReadinessGate();
   let isolate: Isolate<E> | undefined;
@@ -77,7 +71,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
   let indexesLoadedAt = 0;
   const followUps = new FollowUpRuns();
 
-  const invocation = async (iso: Pick<Isolate<E>, 'config' | 'log' | 'episodes'>): Promise<Invocation> => {
+  const invocation = async (iso: Pick<Isolate<E>, 'config' | 'log' | 'episodes'>): Promise<Databases> => {
     // Workers always use Neon: the app over WebSockets unless configured for HTTP; the probe over HTTP.
     const database =
       iso.config.database.driver === 'pglite' || iso.config.database.driver === 'pg'
@@ -87,15 +81,13 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     const driver = createNeonDriver(iso.config, database, iso.log);
     await driver.ready();
     // Handles live per request, the failover episode per isolate: it damps and counts across requests.
-    const app = new DatabaseHandle(driver, 'app', iso.log, noTelemetry, iso.episodes);
-    const probe = new DatabaseHandle(driver, 'probe', iso.log, noTelemetry, iso.episodes);
-    return {
-      database: app,
-      probeDatabase: probe,
-      close: async () => {
-        await Promise.allSettled([app.close(), probe.close()]);
-      },
-    };
+    return createDatabases(driver, {
+      log: iso.log,
+      telemetry: noTelemetry,
+      probeTimeoutMs: iso.config.probeTimeoutMs,
+      instanceId: WORKER_INSTANCE,
+      episodes: iso.episodes,
+    });
   };
 
   const build = async (env: Env): Promise<Isolate<E>> => {
@@ -169,7 +161,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
 
   // What readiness needs before the isolate serves: the schema the bundle expects, and the app's indexes.
   const check = async (iso: Isolate<E>): Promise<void> => {
-    let inv: Invocation;
+    let inv: Databases;
     try {
       inv = await withTimeout(invocation(iso), iso.config.probeTimeoutMs, 'connecting');
     } catch (err) {
@@ -177,7 +169,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     }
     try {
       const schema = await withTimeout(
-        schemaState(inv.database.pool, module.latestMigrationAt),
+        schemaState(inv.app.pool, module.latestMigrationAt),
         iso.config.probeTimeoutMs,
         'checking the schema',
       ).catch((err: unknown) => {
@@ -190,7 +182,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
         );
       }
       for (const index of iso.app.indexes) {
-        await index.load(inv.database.db).catch((err: unknown) => {
+        await index.load(inv.app.db).catch((err: unknown) => {
           throw bootCauseOf(err);
         });
       }
@@ -277,20 +269,14 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     const background: Promise<unknown>[] = [];
     let monitor: TickMonitor | undefined;
     const scope: ServedScope = {
-      database: inv.database,
-      probeDatabase: inv.probeDatabase,
-      probe: new WriteProbe({
-        probe: inv.probeDatabase,
-        app: inv.database,
-        timeoutMs: iso.config.probeTimeoutMs,
-        instanceId: WORKER_INSTANCE,
-        log: iso.log,
-      }),
+      database: inv.app,
+      probeDatabase: inv.probe,
+      probe: inv.writeProbe,
       schedule: (name) => {
         const tick = iso.app.ticks.find((t) => t.name === name);
         if (!tick) return;
-        monitor ??= tickMonitor(iso, inv.database);
-        const target = { database: inv.database, monitor };
+        monitor ??= tickMonitor(iso, inv.app);
+        const target = { database: inv.app, monitor };
         background.push(followUps.schedule(tick.name, () => iso.runTick(tick.name, tick.run, target)));
       },
     };
@@ -301,7 +287,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
         indexesLoadedAt = Date.now();
         for (const index of iso.app.indexes) {
           await index
-            .load(inv.database.db)
+            .load(inv.app.db)
             .catch((err: unknown) =>
               iso.log.warn(`${index.name} refresh failed`, { reason: errorCode(err) ?? 'error' }),
             );
@@ -347,11 +333,11 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     const inv = await invocation(iso);
     // Sentry's monitor gets the trigger's own crontab: the schedule a missed invocation is measured by.
     const cron = typeof controller?.cron === 'string' && controller.cron ? controller.cron : undefined;
-    const monitor = tickMonitor(iso, inv.database, cron);
+    const monitor = tickMonitor(iso, inv.app, cron);
     const work = (async () => {
       // In the app's order (it lists token refresh first: a push with an expired token is only deferred).
       for (const tick of iso.app.ticks) {
-        await iso.runTick(tick.name, tick.run, { database: inv.database, monitor }).catch(() => {});
+        await iso.runTick(tick.name, tick.run, { database: inv.app, monitor }).catch(() => {});
       }
     })()
       .finally(() => monitor.idle())
