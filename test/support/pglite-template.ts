@@ -14,7 +14,7 @@ import {
   statSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { repoRoot } from './server.js';
 
@@ -24,7 +24,9 @@ function templateDir(): string {
   const { version } = JSON.parse(
     readFileSync(join(repoRoot, 'node_modules/@electric-sql/pglite/package.json'), 'utf8'),
   ) as { version: string };
-  return join(tmpdir(), `honest-health-pglite-template-${version}`);
+  // Inside the checkout, not the shared temp directory: a template another user built there is not
+  // writable by this one (EACCES), and node_modules/ is already this checkout's own and ignored.
+  return join(repoRoot, 'node_modules/.cache', `pglite-template-${version}`);
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -32,6 +34,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Builds the template unless it exists; one builder at a time, the others wait for it. */
 async function ensureTemplate(dir: string): Promise<void> {
   const lock = `${dir}.lock`;
+  mkdirSync(dirname(dir), { recursive: true });
   for (;;) {
     if (existsSync(dir)) return;
     try {
