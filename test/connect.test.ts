@@ -371,9 +371,7 @@ describe('connect links', () => {
     expect(cookie).toMatch(/; SameSite=Lax(;|$)/);
     expect(cookie).not.toMatch(/Secure/); // the callback here is plain http
     // The database holds only hashes of the link and the cookie.
-    const stored = JSON.stringify(
-      await sql('SELECT * FROM connect_links'),
-    );
+    const stored = JSON.stringify(await sql('SELECT * FROM connect_links'));
     const states = JSON.stringify(await sql('SELECT * FROM oauth_states'));
     const token = new URL(minted.url).searchParams.get('link') ?? '';
     const value = browser.cookie('xero_connect')?.value ?? '';
