@@ -68,7 +68,7 @@ describe('PKCE (RFC 7636), as Xero checks it', () => {
           ...extra,
         }),
       });
-    for (const extra of [{}, { code_verifier: 'w'.repeat(43) }]) {
+    for (const extra of [{}, { code_verifier: 'w'.repeat(43) }] as Record<string, string>[]) {
       const refused = await exchange(extra);
       expect(refused.status).toBe(400);
       expect(((await refused.json()) as { error: string }).error).toBe('invalid_grant');
