@@ -54,8 +54,11 @@ const tenantName = (t: { tenantId: string; tenantName: string | null }) =>
 
 export function successPage(result: ConnectResult): string {
   const { organization, connected, refused } = result;
+  const name = `<strong>${escapeHtml(organization.name)}</strong>`;
   const parts = [
-    `<p>Xero is connected for the organization <strong>${escapeHtml(organization.name)}</strong>.</p>`,
+    connected.length > 0
+      ? `<p>Xero is connected for the organization ${name}.</p>`
+      : `<p>No tenant was connected for the organization ${name}.</p>`,
   ];
   if (connected.length > 0) {
     parts.push(
@@ -71,9 +74,10 @@ export function successPage(result: ConnectResult): string {
       '</ul>',
     );
   }
+  if (connected.length === 0) return page('Xero was not connected', parts.join('\n'));
   parts.push(
     `<h2>Confirmation required</h2>
-<p>No invoice is sent to these tenants yet. <strong>${escapeHtml(organization.name)}</strong> must confirm
+<p>No invoice is sent to these tenants yet. ${name} must confirm
 a tenant with its API key: <code>POST /api/connections/{id}/default</code> makes it the default for new
 invoices, or <code>POST /api/connections/{id}/choose</code> allows <code>tenantId</code> on
 <code>POST /api/invoices</code>. If you did not expect to connect this organization, tell its owner:
