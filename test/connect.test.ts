@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { Browser } from './support/browser.js';
 import { freshDatabase } from './support/databases.js';
 import { createOrg, invoiceBody, waitForKey } from './support/orgs.js';
 import { freePort } from './support/ports.js';
@@ -38,28 +39,83 @@ afterAll(async () => {
 });
 
 const auth = (key: string) => ({ authorization: `Bearer ${key}` });
+const asJson = { accept: 'application/json' };
 
-/**
- * Walks the browser's part: our redirect to Xero, Xero's (auto-approving) redirect back to us. `plan`
- * says which tenants the user ticks (and, for a test, which scopes Xero grants).
- */
-async function authorize(
-  key: string,
-  plan: { tenantIds?: string[]; grantScope?: string } = {},
-): Promise<string> {
+/** POST /api/connect-links: the one-time link a browser opens. */
+async function mintLink(key: string): Promise<string> {
+  const res = await server.get('/api/connect-links', { method: 'POST', headers: auth(key) });
+  expect(res.status).toBe(201);
+  return ((await res.json()) as { url: string }).url;
+}
+
+/** Queues what the user does on Xero's consent page: which tenants they tick (and what Xero grants). */
+function planConsent(plan: { tenantIds?: string[]; grantScope?: string } = {}): void {
   sandbox.state.authorizePlans.push({
     deny: false,
     tenantIds: plan.tenantIds ?? [sandbox.state.createTenant({ name: `Tenant ${crypto.randomUUID()}` }).id],
     grantScope: plan.grantScope ?? null,
   });
-  const start = await server.get('/connect/xero', { headers: auth(key), redirect: 'manual' });
+}
+
+/** A browser opens a link: our redirect to Xero, with the flow's state and PKCE challenge. */
+async function openLink(browser: Browser, link: string): Promise<URL> {
+  const start = await browser.fetch(link);
   expect(start.status).toBe(302);
   const toXero = new URL(start.headers.get('location') ?? '');
   expect(toXero.origin + toXero.pathname).toBe(`${sandbox.url}/identity/connect/authorize`);
   expect(toXero.searchParams.get('state')).toMatch(/^[A-Za-z0-9_-]{43}$/);
+  expect(toXero.searchParams.get('code_challenge')).toMatch(/^[A-Za-z0-9_-]{43}$/);
+  expect(toXero.searchParams.get('code_challenge_method')).toBe('S256');
+  return toXero;
+}
+
+/** Xero's (auto-approving) consent page redirects back to our callback with a code and the state. */
+async function consent(toXero: URL, plan: Parameters<typeof planConsent>[0] = {}): Promise<URL> {
+  planConsent(plan);
   const approved = await fetch(toXero, { redirect: 'manual' });
   expect(approved.status).toBe(302);
-  return approved.headers.get('location') ?? '';
+  return new URL(approved.headers.get('location') ?? '');
+}
+
+interface Flow {
+  browser: Browser;
+  callback: URL;
+}
+
+/** The whole browser part for the organization's own user: mint, open, consent. */
+async function authorize(key: string, plan: Parameters<typeof planConsent>[0] = {}): Promise<Flow> {
+  const browser = new Browser();
+  const callback = await consent(await openLink(browser, await mintLink(key)), plan);
+  return { browser, callback };
+}
+
+/** The browser lands on the callback; JSON, as a script asks for it. */
+const complete = (flow: Flow) => flow.browser.fetch(flow.callback, { headers: asJson });
+
+interface Connected {
+  organization: { id: string; name: string };
+  connected: { id: string; tenantId: string; tenantName: string | null }[];
+  refused: { tenantId: string; reason: string }[];
+  confirmation: { required: boolean; message: string };
+}
+
+const errorCode = async (res: Response) => ((await res.json()) as { error: { code: string } }).error.code;
+
+const connectionsOf = async (key: string) =>
+  (
+    (await (await server.get('/api/connections', { headers: auth(key) })).json()) as {
+      data: { id: string; tenantId: string }[];
+    }
+  ).data;
+
+async function sql(text: string, values: unknown[] = []) {
+  const db = new pg.Client(url);
+  await db.connect();
+  try {
+    return (await db.query(text, values)).rows;
+  } finally {
+    await db.end();
+  }
 }
 
 describe('the Xero connect flow', () => {
@@ -78,10 +134,9 @@ describe('the Xero connect flow', () => {
     const { id, status } = (await waiting.json()) as { id: string; status: string };
     expect(status).toBe('awaiting_connection');
 
-    const callback = await authorize(org.apiKey);
-    const done = await fetch(callback);
+    const done = await complete(await authorize(org.apiKey));
     expect(done.status).toBe(200);
-    const { connected } = (await done.json()) as { connected: { id: string; tenantId: string }[] };
+    const { connected } = (await done.json()) as Connected;
     expect(connected).toHaveLength(1);
 
     const list = (await (await server.get('/api/connections', { headers: auth(org.apiKey) })).json()) as {
@@ -111,24 +166,37 @@ describe('the Xero connect flow', () => {
   it('rejects a replayed state and an expired one', async () => {
     const org = await createOrg(url, 'Replay Co');
     await waitForKey(server, org.apiKey);
-    const callback = await authorize(org.apiKey);
-    expect((await fetch(callback)).status).toBe(200);
-    const replay = await fetch(callback);
+    const flow = await authorize(org.apiKey);
+    const cookie = flow.browser.cookie('xero_connect')?.value ?? '';
+    const done = await complete(flow);
+    expect(done.status).toBe(200);
+    // The callback ends the browser's binding.
+    expect(flow.browser.setCookies.at(-1)).toMatch(/^xero_connect=; Max-Age=0; Path=\/connect\/xero;/);
+    expect(flow.browser.cookie('xero_connect')).toBeUndefined();
+    const replay = await complete(flow);
     expect(replay.status).toBe(400);
-    expect(((await replay.json()) as { error: { code: string } }).error.code).toBe('invalid_state');
+    expect(await errorCode(replay)).toBe('invalid_state');
+    // Replayed with the cookie it had: the state is spent all the same.
+    const withCookie = await fetch(flow.callback, {
+      headers: { ...asJson, cookie: `xero_connect=${cookie}` },
+    });
+    expect(withCookie.status).toBe(400);
+    expect(await errorCode(withCookie)).toBe('invalid_state');
 
     const second = await authorize(org.apiKey);
-    const db = new pg.Client(url);
-    await db.connect();
-    await db.query(`UPDATE oauth_states SET expires_at = now() - interval '1 second'`);
-    await db.end();
-    const expired = await fetch(second);
+    await sql(`UPDATE oauth_states SET expires_at = now() - interval '1 second'`);
+    const expired = await complete(second);
     expect(expired.status).toBe(400);
-    expect(((await expired.json()) as { error: { code: string } }).error.code).toBe('invalid_state');
+    expect(await errorCode(expired)).toBe('invalid_state');
 
-    const forged = await server.get('/connect/xero/callback?code=abc&state=forged');
+    const forged = await server.get('/connect/xero/callback?code=abc&state=forged', { headers: asJson });
     expect(forged.status).toBe(400);
-    expect((await server.get('/connect/xero')).status).toBe(401);
+    expect(await forged.json()).toEqual({
+      error: expect.objectContaining({
+        code: 'invalid_state',
+        fields: [expect.objectContaining({ path: 'state' })],
+      }),
+    });
   });
 
   it('keeps organizations apart: one Xero user connecting two organizations hands each only its own tenants', async () => {
@@ -141,14 +209,13 @@ describe('the Xero connect flow', () => {
 
     // The same Xero user (the sandbox has one) approves A's tenant for A, then B's for B. Xero's
     // /connections now lists both tenants for that user; B must get only the tenant of its own consent.
-    const doneA = (await (await fetch(await authorize(a.apiKey, { tenantIds: [tenantA] }))).json()) as {
-      connected: { id: string; tenantId: string }[];
-    };
+    const doneA = (await (
+      await complete(await authorize(a.apiKey, { tenantIds: [tenantA] }))
+    ).json()) as Connected;
     expect(doneA.connected.map((c) => c.tenantId)).toEqual([tenantA]);
-    const doneB = (await (await fetch(await authorize(b.apiKey, { tenantIds: [tenantB] }))).json()) as {
-      connected: { id: string; tenantId: string }[];
-      refused: unknown[];
-    };
+    const doneB = (await (
+      await complete(await authorize(b.apiKey, { tenantIds: [tenantB] }))
+    ).json()) as Connected;
     expect(doneB.connected.map((c) => c.tenantId)).toEqual([tenantB]);
     // A's tenant was never even offered to B: it is not part of B's consent.
     expect(doneB.refused).toEqual([]);
@@ -182,7 +249,7 @@ describe('the Xero connect flow', () => {
     );
 
     // B's user ticks A's tenant too: it is refused (held by A), never moved to B.
-    const again = await fetch(await authorize(b.apiKey, { tenantIds: [tenantA, tenantB] }));
+    const again = await complete(await authorize(b.apiKey, { tenantIds: [tenantA, tenantB] }));
     expect(again.status).toBe(200);
     const third = (await again.json()) as {
       connected: { tenantId: string }[];
@@ -207,9 +274,9 @@ describe('the Xero connect flow', () => {
   it('answers 502 (not 500) when Xero fails to list the approved tenants', async () => {
     const org = await createOrg(url, 'Connections Down Co');
     await waitForKey(server, org.apiKey);
-    const callback = await authorize(org.apiKey);
+    const flow = await authorize(org.apiKey);
     sandbox.state.faults.add({ target: 'connections', kind: '500' });
-    const done = await fetch(callback);
+    const done = await complete(flow);
     expect(done.status).toBe(502);
     expect(((await done.json()) as { error: { code: string } }).error.code).toBe('xero_connections_failed');
   });
@@ -217,7 +284,7 @@ describe('the Xero connect flow', () => {
   it('says so when the granted scopes cannot create invoices', async () => {
     const org = await createOrg(url, 'Narrow Scope Co');
     await waitForKey(server, org.apiKey);
-    const done = await fetch(
+    const done = await complete(
       await authorize(org.apiKey, { grantScope: 'offline_access accounting.contacts' }),
     );
     expect(done.status).toBe(400);
@@ -234,9 +301,9 @@ describe('the Xero connect flow', () => {
     const org = await createOrg(url, 'Three Tenants Co');
     await waitForKey(server, org.apiKey);
     const tenants = [1, 2, 3].map((i) => sandbox.state.createTenant({ name: `Three ${i}` }).id);
-    const done = (await (await fetch(await authorize(org.apiKey, { tenantIds: tenants }))).json()) as {
-      connected: { id: string; tenantId: string }[];
-    };
+    const done = (await (
+      await complete(await authorize(org.apiKey, { tenantIds: tenants }))
+    ).json()) as Connected;
     expect(done.connected).toHaveLength(3);
     const grant = sandbox.state.identity.grants().find((g) => g.connections.has(tenants[0] as string));
     expect(grant?.connections.size).toBe(3);
@@ -277,5 +344,180 @@ describe('the Xero connect flow', () => {
     ]);
     await db.end();
     expect(grants.rows[0].n).toBe(0);
+  });
+});
+
+describe('connect links', () => {
+  it('are minted behind the API key, open once, set a bound cookie, and replace GET /connect/xero', async () => {
+    const org = await createOrg(url, 'Link Co');
+    await waitForKey(server, org.apiKey);
+    expect((await server.get('/api/connect-links', { method: 'POST' })).status).toBe(401);
+    const res = await server.get('/api/connect-links', { method: 'POST', headers: auth(org.apiKey) });
+    expect(res.status).toBe(201);
+    const minted = (await res.json()) as { url: string; expiresAt: string };
+    expect(minted.url).toMatch(
+      new RegExp(`^http://127\\.0\\.0\\.1:${server.port}/connect/xero/start\\?link=[A-Za-z0-9_-]{43}$`),
+    );
+    const ttl = Date.parse(minted.expiresAt) - Date.now();
+    expect(ttl).toBeGreaterThan(9 * 60_000);
+    expect(ttl).toBeLessThanOrEqual(10 * 60_000);
+
+    const browser = new Browser();
+    await openLink(browser, minted.url);
+    const cookie = browser.setCookies[0] ?? '';
+    expect(cookie).toMatch(/^xero_connect=[A-Za-z0-9_-]{43};/);
+    expect(cookie).toMatch(/; Path=\/connect\/xero(;|$)/);
+    expect(cookie).toMatch(/; HttpOnly(;|$)/);
+    expect(cookie).toMatch(/; SameSite=Lax(;|$)/);
+    expect(cookie).not.toMatch(/Secure/); // the callback here is plain http
+    // The database holds only hashes of the link and the cookie.
+    const stored = JSON.stringify(await sql('SELECT * FROM connect_links'));
+    const states = JSON.stringify(await sql('SELECT * FROM oauth_states'));
+    const token = new URL(minted.url).searchParams.get('link') ?? '';
+    const value = browser.cookie('xero_connect')?.value ?? '';
+    for (const secret of [token, value]) {
+      expect(stored).not.toContain(secret);
+      expect(states).not.toContain(secret);
+    }
+
+    // Single use: the same link again (in any browser) is refused.
+    const again = await new Browser().fetch(minted.url, { headers: asJson });
+    expect(again.status).toBe(400);
+    expect(await again.json()).toEqual({
+      error: expect.objectContaining({
+        code: 'invalid_link',
+        fields: [expect.objectContaining({ path: 'link' })],
+      }),
+    });
+    const missing = await server.get('/connect/xero/start', { headers: asJson });
+    expect(missing.status).toBe(400);
+    expect(await errorCode(missing)).toBe('invalid_link');
+    // An expired link is refused too.
+    const stale = await mintLink(org.apiKey);
+    await sql(`UPDATE connect_links SET expires_at = now() - interval '1 second'`);
+    const expired = await new Browser().fetch(stale, { headers: asJson });
+    expect(expired.status).toBe(400);
+    expect(await errorCode(expired)).toBe('invalid_link');
+
+    // The old unbound entry is gone, for everyone.
+    for (const headers of [{}, auth(org.apiKey)]) {
+      const old = await server.get('/connect/xero', { headers, redirect: 'manual' });
+      expect(old.status).toBe(410);
+      const body = (await old.json()) as { error: { code: string; message: string } };
+      expect(body.error.code).toBe('connect_link_required');
+      expect(body.error.message).toMatch(/POST \/api\/connect-links/);
+    }
+  });
+
+  it('stranger with a link, from another browser: the callback is refused and nothing connects', async () => {
+    const a = await createOrg(url, 'Stranger Target A');
+    const b = await createOrg(url, 'Stranger Own B');
+    await waitForKey(server, a.apiKey);
+    await waitForKey(server, b.apiKey);
+    const before = sandbox.state.statsSnapshot();
+    // A's person opens A's link; the consent page (state and all) reaches a stranger, who consents with
+    // their own Xero organisation and lands on the callback in their own browser.
+    const toXero = await openLink(new Browser(), await mintLink(a.apiKey));
+    const strangersTenant = sandbox.state.createTenant({ name: 'Stranger Books' }).id;
+    const callback = await consent(toXero, { tenantIds: [strangersTenant] });
+
+    const noCookie = await new Browser().fetch(callback, { headers: asJson });
+    expect(noCookie.status).toBe(400);
+    expect(await noCookie.json()).toEqual({
+      error: expect.objectContaining({
+        code: 'invalid_browser',
+        fields: [{ path: 'cookie', message: 'xero_connect is missing' }],
+      }),
+    });
+    // A stranger with a cookie of their own (a flow they started for B) fares no better.
+    const stranger = new Browser();
+    await openLink(stranger, await mintLink(b.apiKey));
+    const otherCookie = await stranger.fetch(callback, { headers: asJson });
+    expect(otherCookie.status).toBe(400);
+    expect(await otherCookie.json()).toEqual({
+      error: expect.objectContaining({
+        code: 'invalid_browser',
+        fields: [{ path: 'cookie', message: 'xero_connect belongs to another flow' }],
+      }),
+    });
+    // In a browser, the refusal is a page that says so.
+    const page = await new Browser().fetch(callback, { headers: { accept: 'text/html' } });
+    expect(page.status).toBe(400);
+    expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(await page.text()).toMatch(/did not open the connect link/);
+
+    // The code was never redeemed, and neither organization holds the stranger's books.
+    expect(sandbox.state.statsSnapshot().authCodeGrants).toBe(before.authCodeGrants);
+    expect(await connectionsOf(a.apiKey)).toEqual([]);
+    expect(await connectionsOf(b.apiKey)).toEqual([]);
+  });
+
+  it('stranger with a link, in their own browser: the page names the organization and says it must confirm; the link is spent', async () => {
+    const a = await createOrg(url, 'Acme & <Sons> "Ltd"');
+    await waitForKey(server, a.apiKey);
+    const link = await mintLink(a.apiKey);
+    // The stranger opens A's unused link first, and consents with their own organisation.
+    const stranger = new Browser();
+    const strangersTenant = sandbox.state.createTenant({ name: 'Stranger <b>Books</b>' }).id;
+    const callback = await consent(await openLink(stranger, link), { tenantIds: [strangersTenant] });
+    const done = await stranger.fetch(callback);
+    expect(done.status).toBe(200);
+    expect(done.headers.get('content-type')).toMatch(/^text\/html/);
+    const html = await done.text();
+    // Named, escaped: the stranger sees whose organization they just connected, and that it must confirm.
+    expect(html).toContain('Acme &amp; &lt;Sons&gt; &quot;Ltd&quot;');
+    expect(html).toContain('Stranger &lt;b&gt;Books&lt;/b&gt;');
+    expect(html).not.toContain('<b>Books</b>');
+    expect(html).toMatch(/Confirmation required/);
+    expect(html).toContain('POST /api/connections/{id}/default');
+    expect(html).toContain('POST /api/connections/{id}/choose');
+
+    // A's own person opening the link later is refused: it was single use.
+    const late = await new Browser().fetch(link, { headers: asJson });
+    expect(late.status).toBe(400);
+    expect(await errorCode(late)).toBe('invalid_link');
+
+    // The JSON answer says the same.
+    const flow = await authorize(a.apiKey);
+    const json = (await (await complete(flow)).json()) as Connected;
+    expect(json.organization).toEqual({ id: a.id, name: 'Acme & <Sons> "Ltd"' });
+    expect(json.confirmation.required).toBe(true);
+    expect(json.confirmation.message).toMatch(/\/api\/connections\/\{id\}\/default/);
+    expect(json.confirmation.message).toMatch(/\/api\/connections\/\{id\}\/choose/);
+  });
+
+  it("code injection: a victim's unused code, pasted into another organization's fresh state and cookie, is refused", async () => {
+    const victim = await createOrg(url, 'Injection Victim');
+    const b = await createOrg(url, 'Injection Attacker B');
+    await waitForKey(server, victim.apiKey);
+    await waitForKey(server, b.apiKey);
+    // The victim's flow: their consent produced a code for the victim's state and PKCE challenge.
+    const victimsTenant = sandbox.state.createTenant({ name: 'Victim Books' }).id;
+    const victimFlow = await authorize(victim.apiKey, { tenantIds: [victimsTenant] });
+    const victimsCode = victimFlow.callback.searchParams.get('code') ?? '';
+    expect(victimsCode).not.toBe('');
+
+    // The attacker starts a genuine flow for B, in their own browser, and swaps in the victim's code.
+    const attacker = new Browser();
+    const attackersCallback = await consent(await openLink(attacker, await mintLink(b.apiKey)));
+    const injected = new URL(attackersCallback);
+    injected.searchParams.set('code', victimsCode);
+    const before = sandbox.state.statsSnapshot();
+    const res = await attacker.fetch(injected, { headers: asJson });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({
+      error: expect.objectContaining({
+        code: 'invalid_code',
+        fields: [expect.objectContaining({ path: 'code' })],
+      }),
+    });
+    // Xero refused the exchange (the verifier is B's, the code was issued for the victim's challenge).
+    expect(sandbox.state.statsSnapshot().invalidGrants).toBe(before.invalidGrants + 1);
+    expect(sandbox.state.statsSnapshot().authCodeGrants).toBe(before.authCodeGrants);
+    expect(await connectionsOf(b.apiKey)).toEqual([]);
+    // B's state was spent by the attempt: the attacker's own code cannot be tried on it afterwards.
+    const retry = await attacker.fetch(attackersCallback, { headers: asJson });
+    expect(retry.status).toBe(400);
+    expect(await errorCode(retry)).toBe('invalid_state');
   });
 });

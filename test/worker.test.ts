@@ -6,6 +6,7 @@ import { Miniflare } from 'miniflare';
 import pg from 'pg';
 import { parse } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createOrganization } from '../src/app/organizations.js';
 import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
@@ -282,6 +283,49 @@ describe('the Worker in workerd', () => {
     await db.end();
     expect(rows[0].status).toBe('pushed');
     expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(1);
+  });
+
+  it('runs the connect flow: a one-time link, its cookie, PKCE, the callback', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    const handle = await openDatabase(url, log);
+    const org = await createOrganization(handle.db, 'Worker Connect Co');
+    await handle.close();
+    const mf = worker({
+      DATABASE_URL: neonUrl(url),
+      ...sandboxEnv(sandbox),
+      XERO_AUTHORIZE_URL: `${sandbox.url}/identity/connect/authorize`,
+      XERO_REDIRECT_URI: 'https://worker.example/connect/xero/callback',
+    });
+    const minted = await mf.dispatchFetch('https://worker.example/api/connect-links', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${org.apiKey}` },
+    });
+    expect(minted.status).toBe(201);
+    const { url: link } = (await minted.json()) as { url: string };
+    const start = await mf.dispatchFetch(link, { redirect: 'manual' });
+    expect(start.status).toBe(302);
+    const setCookie = start.headers.get('set-cookie') ?? '';
+    // https: the cookie is Secure too.
+    expect(setCookie).toMatch(
+      /^xero_connect=[A-Za-z0-9_-]{43}; Max-Age=600; Path=\/connect\/xero; HttpOnly; Secure; SameSite=Lax$/,
+    );
+    const toXero = new URL(start.headers.get('location') ?? '');
+    expect(toXero.searchParams.get('code_challenge_method')).toBe('S256');
+    const tenantId = sandbox.state.createTenant({ name: 'Worker Books' }).id;
+    sandbox.state.authorizePlans.push({ deny: false, tenantIds: [tenantId], grantScope: null });
+    const approved = await fetch(toXero, { redirect: 'manual' });
+    const callback = approved.headers.get('location') ?? '';
+    const cookie = setCookie.split(';')[0] ?? '';
+    const stranger = await mf.dispatchFetch(callback, { headers: { accept: 'application/json' } });
+    expect(stranger.status).toBe(400);
+    const done = await mf.dispatchFetch(callback, { headers: { cookie, accept: 'application/json' } });
+    expect(done.status).toBe(200);
+    expect(await done.json()).toMatchObject({
+      organization: { id: org.id, name: 'Worker Connect Co' },
+      connected: [{ tenantId, tenantName: 'Worker Books' }],
+      confirmation: { required: true },
+    });
   });
 
   it("scheduled() and two server processes share one tenant's budget: its minute's 60, at most 5 in flight", async () => {

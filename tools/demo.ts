@@ -62,13 +62,18 @@ async function main(): Promise<void> {
   say(`server ready on ${base} (readiness proves the database takes writes)`);
 
   const auth = { authorization: `Bearer ${org.apiKey}` };
-  const toXero = await fetch(`${base}/connect/xero`, { headers: auth, redirect: 'manual' });
+  // The connect flow as a browser walks it: a one-time link, the cookie it sets, Xero, the callback.
+  const minted = await fetch(`${base}/api/connect-links`, { method: 'POST', headers: auth });
+  const { url: link } = (await minted.json()) as { url: string };
+  const toXero = await fetch(link, { redirect: 'manual' });
+  const cookie = (toXero.headers.getSetCookie()[0] ?? '').split(';')[0] ?? '';
   const approved = await fetch(toXero.headers.get('location') ?? '', { redirect: 'manual' });
-  const connected = (await (await fetch(approved.headers.get('location') ?? '')).json()) as {
-    connected: { tenantName: string }[];
-  };
+  const callback = await fetch(approved.headers.get('location') ?? '', {
+    headers: { cookie, accept: 'application/json' },
+  });
+  const connected = (await callback.json()) as { connected: { tenantName: string }[] };
   say(
-    `connected to Xero tenant "${connected.connected[0]?.tenantName}" through the OAuth flow; tokens stored encrypted`,
+    `connected to Xero tenant "${connected.connected[0]?.tenantName}" through a one-time link and the OAuth flow (PKCE, browser-bound); tokens stored encrypted`,
   );
 
   sandbox.state.faults.add({ target: 'invoices', kind: '500', count: 1 });

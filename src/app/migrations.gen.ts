@@ -97,8 +97,20 @@ export const migrations: Migration[] = [
       "CREATE OR REPLACE FUNCTION xero_budget_add(stamps timestamptz[], at timestamptz, n integer) RETURNS timestamptz[]\n\tLANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN n > 0 THEN stamps || array_fill(at, ARRAY[n]) ELSE stamps END $$;",
       "CREATE OR REPLACE FUNCTION xero_budget_remove(stamps timestamptz[], stamp_us bigint, n integer) RETURNS timestamptz[]\n\tLANGUAGE sql IMMUTABLE AS $$\n\tSELECT coalesce(array_agg(s ORDER BY s), '{}') FROM (\n\t\tSELECT s, row_number() OVER (PARTITION BY (extract(epoch FROM s) * 1000000)::bigint = stamp_us) AS k\n\t\tFROM unnest(stamps) AS s) t\n\tWHERE (extract(epoch FROM s) * 1000000)::bigint <> stamp_us OR k > n $$;"
     ]
+  },
+  {
+    "tag": "0007_connect_links",
+    "hash": "e514469fefc7d30e4f29a3b90f2a43604778391540faf53cb572a935071dd539",
+    "createdAt": 1796159547606,
+    "statements": [
+      "CREATE TABLE \"connect_links\" (\n\t\"link_hash\" text PRIMARY KEY NOT NULL,\n\t\"organization_id\" uuid NOT NULL,\n\t\"expires_at\" timestamp with time zone NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL\n);",
+      "ALTER TABLE \"oauth_states\" ADD COLUMN \"browser_hash\" text;",
+      "ALTER TABLE \"oauth_states\" ADD COLUMN \"code_verifier_enc\" text;",
+      "ALTER TABLE \"connect_links\" ADD CONSTRAINT \"connect_links_organization_id_organizations_id_fk\" FOREIGN KEY (\"organization_id\") REFERENCES \"public\".\"organizations\"(\"id\") ON DELETE cascade ON UPDATE no action;",
+      "CREATE INDEX \"connect_links_org_idx\" ON \"connect_links\" USING btree (\"organization_id\",\"expires_at\");"
+    ]
   }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestMigrationAt = 1796118350448;
+export const latestMigrationAt = 1796159547606;

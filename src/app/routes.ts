@@ -4,6 +4,7 @@ import type { SecretBox } from '../platform/secret-box.js';
 import type { ApiKeyIndex } from './api-key-index.js';
 import { type AuthEnv, requireApiKey } from './auth.js';
 import type { XeroConfig } from './config.js';
+import { connectLinkRoutes } from './connections/connect-link-routes.js';
 import { connectRoutes } from './connections/connect-routes.js';
 import { connectionRoutes } from './connections/routes.js';
 import { invoiceRoutes } from './invoices/routes.js';
@@ -22,9 +23,10 @@ export interface AppRoutesDeps {
 /** The app's routes: the Xero connect flow and the API behind an API key. */
 export function appRoutes({ apiKeys, xero, xeroConfig, box, log, pushTick }: AppRoutesDeps): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
-  app.route('/connect', connectRoutes({ apiKeys, xero, config: xeroConfig, box, log, pushTick }));
+  app.route('/connect', connectRoutes({ xero, config: xeroConfig, box, log, pushTick }));
   const api = new Hono<AuthEnv>();
   api.use('*', requireApiKey(apiKeys));
+  api.route('/connect-links', connectLinkRoutes({ config: xeroConfig }));
   api.route('/invoices', invoiceRoutes({ pushTick }));
   api.route('/connections', connectionRoutes({ xero, box, log }));
   app.route('/api', api);

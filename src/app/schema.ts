@@ -154,7 +154,9 @@ export const invoicePushes = pgTable(
 );
 
 // OAuth `state` for the Xero connect flow: only its hash is stored, it is consumed by one DELETE
-// (single use) and it expires.
+// (single use) and it expires. `browserHash` is the hash of the cookie that binds the flow to the
+// browser that opened the connect link; `codeVerifierEnc` the sealed PKCE verifier. Both are null
+// only on rows a release before connect links wrote, which the callback refuses.
 export const oauthStates = pgTable('oauth_states', {
   stateHash: text('state_hash').primaryKey(),
   organizationId: uuid('organization_id')
@@ -162,4 +164,21 @@ export const oauthStates = pgTable('oauth_states', {
     .references(() => organizations.id, { onDelete: 'cascade' }),
   expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
   createdAt: createdAt(),
+  browserHash: text('browser_hash'),
+  codeVerifierEnc: text('code_verifier_enc'),
 });
+
+// One-time connect links minted through the API (POST /api/connect-links): only the token's hash is
+// stored; opening the link consumes it (one DELETE) and starts one OAuth flow.
+export const connectLinks = pgTable(
+  'connect_links',
+  {
+    linkHash: text('link_hash').primaryKey(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organizations.id, { onDelete: 'cascade' }),
+    expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index('connect_links_org_idx').on(t.organizationId, t.expiresAt)],
+);

@@ -52,7 +52,8 @@ export interface XeroTenant {
 export type DisconnectOutcome = 'ok' | 'not_found' | 'unauthorized' | 'failed';
 
 export interface XeroClient {
-  exchangeCode(code: string, redirectUri: string): Promise<RefreshOutcome>;
+  /** The authorization code grant, with the flow's PKCE verifier (RFC 7636 §4.5). */
+  exchangeCode(code: string, redirectUri: string, codeVerifier: string): Promise<RefreshOutcome>;
   refresh(refreshToken: string): Promise<RefreshOutcome>;
   /** The tenants of one consent when `authEventId` is given; without it, every tenant of the user. */
   connections(accessToken: string, authEventId?: string): Promise<XeroTenant[]>;
@@ -125,8 +126,13 @@ export function createXeroClient(config: XeroConfig, fetchImpl: typeof fetch = f
   };
 
   return {
-    exchangeCode: (code, redirectUri) =>
-      tokenGrant({ grant_type: 'authorization_code', code, redirect_uri: redirectUri }),
+    exchangeCode: (code, redirectUri, codeVerifier) =>
+      tokenGrant({
+        grant_type: 'authorization_code',
+        code,
+        redirect_uri: redirectUri,
+        code_verifier: codeVerifier,
+      }),
     refresh: (refreshToken) => tokenGrant({ grant_type: 'refresh_token', refresh_token: refreshToken }),
 
     async connections(accessToken, authEventId) {

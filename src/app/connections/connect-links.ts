@@ -1,0 +1,33 @@
+import { sql } from 'drizzle-orm';
+import { interval } from '../../platform/db/interval.js';
+import type { Database } from '../../platform/db/types.js';
+import { hashApiKey } from '../api-keys.js';
+import { rowsOf } from '../push/rows.js';
+import { randomToken } from './oauth-state.js';
+
+/** How long a minted link may wait before a browser opens it. */
+export const LINK_TTL_MS = 10 * 60_000;
+/**
+ * Unopened, unexpired links one organization may hold at once: a leaked API key cannot fill the
+ * table. A small fixed bound; per-organization quotas in general are issue 21's.
+ */
+export const MAX_PENDING_LINKS = 20;
+
+export type MintedLink = { kind: 'ok'; token: string; expiresAt: Date } | { kind: 'too_many' };
+
+/** A one-time link token for the organization; only its hash is stored. */
+export async function mintLink(db: Database, organizationId: string): Promise<MintedLink> {
+  const token = randomToken();
+  // Expired links are swept as new ones are minted, like states.
+  await db.execute(sql`DELETE FROM connect_links WHERE expires_at < now()`);
+  // One statement: the bound holds for concurrent mints too, up to a race of a few rows.
+  const result = await db.execute(sql`
+    INSERT INTO connect_links (link_hash, organization_id, expires_at)
+    SELECT ${hashApiKey(token)}, ${organizationId}, now() + ${interval(LINK_TTL_MS)}
+    WHERE (SELECT count(*) FROM connect_links
+           WHERE organization_id = ${organizationId} AND expires_at > now()) < ${MAX_PENDING_LINKS}
+    RETURNING expires_at`);
+  const [row] = rowsOf<{ expires_at: Date | string }>(result);
+  if (!row) return { kind: 'too_many' };
+  return { kind: 'ok', token, expiresAt: new Date(row.expires_at) };
+}
