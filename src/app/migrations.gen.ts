@@ -97,8 +97,18 @@ export const migrations: Migration[] = [
       "CREATE OR REPLACE FUNCTION xero_budget_add(stamps timestamptz[], at timestamptz, n integer) RETURNS timestamptz[]\n\tLANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN n > 0 THEN stamps || array_fill(at, ARRAY[n]) ELSE stamps END $$;",
       "CREATE OR REPLACE FUNCTION xero_budget_remove(stamps timestamptz[], stamp_us bigint, n integer) RETURNS timestamptz[]\n\tLANGUAGE sql IMMUTABLE AS $$\n\tSELECT coalesce(array_agg(s ORDER BY s), '{}') FROM (\n\t\tSELECT s, row_number() OVER (PARTITION BY (extract(epoch FROM s) * 1000000)::bigint = stamp_us) AS k\n\t\tFROM unnest(stamps) AS s) t\n\tWHERE (extract(epoch FROM s) * 1000000)::bigint <> stamp_us OR k > n $$;"
     ]
+  },
+  {
+    "tag": "0007_grant_refresh_errors",
+    "hash": "1ea2b4bcdb8619a1c86810fba73c6709bf1f91ddffa87f409142524a972ad1d8",
+    "createdAt": 1796159593065,
+    "statements": [
+      "ALTER TABLE \"xero_grants\" ADD COLUMN \"refresh_error\" text;",
+      "ALTER TABLE \"xero_grants\" ADD COLUMN \"refresh_failures\" integer DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"xero_grants\" ADD COLUMN \"refresh_retry_at\" timestamp with time zone;"
+    ]
   }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestMigrationAt = 1796118350448;
+export const latestMigrationAt = 1796159593065;
