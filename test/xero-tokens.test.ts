@@ -1,0 +1,242 @@
+// Stored Xero tokens against the sandbox and a real Postgres: one grant that does not open (or whose
+// refresh fails) fails alone, TOKEN_ENCRYPTION_KEY rotates through `tokens:reseal` with every push and
+// refresh working before, during and after, and two replicas with a slow token endpoint redeem each
+// refresh token once.
+import { sql } from 'drizzle-orm';
+import { Hono } from 'hono';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Organization } from '../src/app/api-key-index.js';
+import type { AuthEnv } from '../src/app/auth.js';
+import { tokenContext } from '../src/app/connections/grants.js';
+import { resealGrantTokens, resealRows } from '../src/app/connections/reseal.js';
+import { connectionRoutes } from '../src/app/connections/routes.js';
+import { XERO_BUDGET } from '../src/app/push/budget.js';
+import { pushDueInvoices } from '../src/app/push/tick.js';
+import { type RefreshTickDeps, refreshExpiringTokens } from '../src/app/ticks/refresh-tokens.js';
+import { createXeroClient } from '../src/app/xero/client.js';
+import type { DatabaseHandle } from '../src/platform/db/handle.js';
+import type { Database } from '../src/platform/db/types.js';
+import { createSecretBox, generateKeyBase64, type SecretBox } from '../src/platform/secret-box.js';
+import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { freshDatabase } from './support/databases.js';
+import { type Cluster, startCluster } from './support/postgres.js';
+import {
+  captureLog,
+  connectedOrganization,
+  openDatabase,
+  pushRow,
+  queuePush,
+  type Sandbox,
+  xeroConfigFor,
+} from './support/ticks.js';
+
+let cluster: Cluster;
+let sandbox: Sandbox;
+const handles: DatabaseHandle[] = [];
+const { log, lines } = captureLog();
+
+beforeAll(async () => {
+  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+});
+afterAll(async () => {
+  for (const h of handles) await h.close();
+  await sandbox?.close();
+  await cluster?.remove();
+});
+afterEach(() => {
+  sandbox.state.faults.clear();
+});
+
+/** Each test on its own database: no other test's grants are due in it. */
+async function fresh() {
+  const url = await freshDatabase(cluster, 'tokens');
+  const handle = await openDatabase(url, log);
+  handles.push(handle);
+  return { db: handle.db, url, handle };
+}
+
+const stats = () => sandbox.state.statsSnapshot();
+const created = (tenantId: string) => stats().invoicesCreated[tenantId] ?? 0;
+
+function refreshDeps(box: SecretBox, overrides: Partial<RefreshTickDeps> = {}): RefreshTickDeps {
+  return {
+    xero: createXeroClient(xeroConfigFor(sandbox)),
+    box,
+    owner: 'replica-a',
+    refreshWithinMs: 10 * 60_000,
+    leaseMs: 60_000,
+    batchSize: 50,
+    log,
+    ...overrides,
+  };
+}
+
+const pushDeps = (box: SecretBox) => ({
+  xero: createXeroClient(xeroConfigFor(sandbox)),
+  box,
+  budget: XERO_BUDGET,
+  owner: 'replica-a',
+  maxAttempts: 12,
+  batchSize: 50,
+  leaseMs: 60_000,
+  backoff: { baseMs: 30_000, maxMs: 3_600_000 },
+  log,
+});
+
+async function rows<T>(db: Database, query: ReturnType<typeof sql>): Promise<T[]> {
+  return ((await db.execute(query)) as unknown as { rows: T[] }).rows;
+}
+
+async function grantRow(db: Database, id: string) {
+  const [row] = await rows<{
+    status: string;
+    refresh_error: string | null;
+    refresh_failures: number;
+    backed_off_s: number | null;
+    token_version: number;
+    access_token_enc: string;
+    refresh_token_enc: string;
+  }>(
+    db,
+    sql`SELECT status, refresh_error, refresh_failures, token_version, access_token_enc, refresh_token_enc,
+               extract(epoch FROM refresh_retry_at - now())::float AS backed_off_s
+        FROM xero_grants WHERE id = ${id}`,
+  );
+  if (!row) throw new Error(`no grant ${id}`);
+  return row;
+}
+
+/** Every grant of the database is due for a refresh (its access token expires in 5 minutes). */
+const allDue = (db: Database) =>
+  db.execute(sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes'`);
+
+/** GET /api/connections as the organization sees it. */
+async function connectionsOf(handle: DatabaseHandle, box: SecretBox, org: { id: string; name: string }) {
+  const app = new Hono<AuthEnv>();
+  app.use(async (c, next) => {
+    c.set('organization', { id: org.id, name: org.name } as Organization);
+    c.set('database', handle);
+    c.set('schedule', () => {});
+    c.set('idempotent', (fn) => fn(handle.db));
+    await next();
+  });
+  app.route('/', connectionRoutes({ xero: createXeroClient(xeroConfigFor(sandbox)), box, log }));
+  const res = await app.request('/');
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { data: { status: string; statusReason: string | null }[] }).data;
+}
+
+/** Re-seals a grant's stored tokens under another box (as a server holding that key would have). */
+async function sealUnder(db: Database, from: SecretBox, to: SecretBox, grantId: string) {
+  const row = await grantRow(db, grantId);
+  const ctx = { id: grantId, sealContext: null };
+  const access = await from.open(row.access_token_enc, tokenContext(ctx, 'access'));
+  const refresh = await from.open(row.refresh_token_enc, tokenContext(ctx, 'refresh'));
+  await db.execute(sql`
+    UPDATE xero_grants SET access_token_enc = ${await to.seal(access, tokenContext(ctx, 'access'))},
+      refresh_token_enc = ${await to.seal(refresh, tokenContext(ctx, 'refresh'))} WHERE id = ${grantId}`);
+  return { access, refresh };
+}
+
+describe('grants fail one at a time', () => {
+  it('one grant whose tokens do not open among six: the other five are refreshed; it says why, backs off and heals with its key', async () => {
+    const { db, handle, url } = await fresh();
+    const box = await createSecretBox(generateKeyBase64());
+    const six = [];
+    for (let i = 1; i <= 6; i++) six.push(await connectedOrganization(db, box, sandbox, `Six ${i}`));
+    const broken = six[0] as (typeof six)[number];
+    // Sealed under a key this server was not given (a rotation whose previous key was left out).
+    const lostKey = generateKeyBase64();
+    const lost = await createSecretBox(lostKey);
+    const plain = await sealUnder(db, box, lost, broken.grantId);
+    await allDue(db);
+    // First in the batch's order, where it used to stop every grant after it.
+    await db.execute(
+      sql`UPDATE xero_grants SET access_expires_at = now() + interval '2 minutes' WHERE id = ${broken.grantId}`,
+    );
+
+    const before = stats().refreshGrants;
+    const result = await refreshExpiringTokens(db, refreshDeps(box));
+    expect(result).toMatchObject({ claimed: 6, refreshed: 5, undecryptable: 1, failed: 0 });
+    expect(stats().refreshGrants).toBe(before + 5);
+    for (const other of six.slice(1)) expect((await grantRow(db, other.grantId)).token_version).toBe(2);
+
+    const row = await grantRow(db, broken.grantId);
+    expect(row).toMatchObject({ status: 'active', refresh_failures: 1, token_version: 1 });
+    expect(row.refresh_error).toBe(
+      `the stored refresh token sealed under key ${lost.keyId}, which is not configured`,
+    );
+    expect(row.backed_off_s).toBeGreaterThan(50);
+    expect(
+      lines.some((l) => l.msg === 'xero token refresh skipped: the stored refresh token does not open'),
+    ).toBe(true);
+    const logged = JSON.stringify(lines);
+    expect(logged).not.toContain(plain.refresh);
+    expect(logged).not.toContain(lostKey);
+
+    // Backed off: the next runs do not spend a place of the batch on it.
+    expect(await refreshExpiringTokens(db, refreshDeps(box))).toMatchObject({ claimed: 0 });
+    // Where operators look: the connection stays active and says why.
+    expect(await connectionsOf(handle, box, broken.org)).toMatchObject([
+      { status: 'active', statusReason: row.refresh_error },
+    ]);
+    // Its invoices wait with their attempts intact (the invoice is not at fault), and never die of it.
+    const waiting = await queuePush(db, broken.org.id, 'six-waits');
+    expect(await pushDueInvoices(db, pushDeps(box))).toMatchObject({ claimed: 1, deferred: 1, dead: 0 });
+    expect(await pushRow(url, waiting)).toMatchObject({
+      status: 'queued',
+      attempts: 0,
+    });
+
+    // The operator puts the key back (TOKEN_ENCRYPTION_KEYS_PREVIOUS): the next try heals it.
+    const healed = await createSecretBox(generateKeyBase64(), [lostKey]);
+    await db.execute(sql`UPDATE xero_grants SET refresh_retry_at = now() WHERE id = ${broken.grantId}`);
+    expect(await refreshExpiringTokens(db, refreshDeps(healed))).toMatchObject({ refreshed: 1 });
+    expect(await grantRow(db, broken.grantId)).toMatchObject({
+      refresh_error: null,
+      refresh_failures: 0,
+      backed_off_s: null,
+      token_version: 2,
+    });
+    expect(await connectionsOf(handle, healed, broken.org)).toMatchObject([
+      { status: 'active', statusReason: null },
+    ]);
+    await db.execute(sql`UPDATE invoice_pushes SET next_attempt_at = now() WHERE id = ${waiting}`);
+    expect(await pushDueInvoices(db, pushDeps(healed))).toMatchObject({ pushed: 1 });
+    expect(created(broken.tenantId)).toBe(1);
+  });
+
+  it('a refresh that throws or fails at Xero costs its grant a back-off, not the batch', async () => {
+    const { db } = await fresh();
+    const box = await createSecretBox(generateKeyBase64());
+    const a = await connectedOrganization(db, box, sandbox, 'Throws A');
+    const b = await connectedOrganization(db, box, sandbox, 'Throws B');
+    await allDue(db);
+    const real = createXeroClient(xeroConfigFor(sandbox));
+    let calls = 0;
+    const xero = {
+      ...real,
+      refresh: (token: string) => {
+        calls += 1;
+        if (calls === 1) throw new TypeError('unexpected');
+        return real.refresh(token);
+      },
+    };
+    const result = await refreshExpiringTokens(db, refreshDeps(box, { xero }));
+    expect(result).toMatchObject({ claimed: 2, refreshed: 1, failed: 1 });
+    const versions = [await grantRow(db, a.grantId), await grantRow(db, b.grantId)];
+    const failedRow = versions.find((r) => r.token_version === 1);
+    expect(failedRow?.refresh_error).toBe('token refresh failed unexpectedly (TypeError: unexpected)');
+
+    // Xero unreachable: recorded, the failures count up, the grant is retried after its back-off.
+    await db.execute(sql`UPDATE xero_grants SET refresh_retry_at = now()`);
+    sandbox.state.faults.add({ target: 'token', kind: '503', count: 1 });
+    expect(await refreshExpiringTokens(db, refreshDeps(box))).toMatchObject({ claimed: 1, failed: 1 });
+    const again = await grantRow(db, versions[0]?.token_version === 1 ? a.grantId : b.grantId);
+    expect(again).toMatchObject({
+      refresh_failures: 2,
+      refresh_error: 'Xero token refresh failed: token endpoint answered 503',
+    });
+    expect(again.backed_off_s).toBeGreaterThan(110);
+  });
+});
