@@ -240,3 +240,159 @@ describe('grants fail one at a time', () => {
     expect(again.backed_off_s).toBeGreaterThan(110);
   });
 });
+
+describe('rotating TOKEN_ENCRYPTION_KEY', () => {
+  it('before, during and after tokens:reseal every push and refresh works; after it, the old key can go', async () => {
+    const { db } = await fresh();
+    const OLD = generateKeyBase64();
+    const NEW = generateKeyBase64();
+    const oldBox = await createSecretBox(OLD);
+    const orgs: Awaited<ReturnType<typeof connectedOrganization>>[] = [];
+    for (let i = 1; i <= 4; i++) orgs.push(await connectedOrganization(db, oldBox, sandbox, `Rotate ${i}`));
+    const ids = orgs.map((o) => o.grantId).sort();
+    let round = 0;
+    /** Every organization pushes one invoice, and every grant (or those given) refreshes once. */
+    const everythingWorks = async (box: SecretBox, refresh: readonly string[] = ids) => {
+      round += 1;
+      const before = stats();
+      await db.execute(
+        sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes' WHERE id = ANY(${sql.param(refresh)}::uuid[])`,
+      );
+      expect(await refreshExpiringTokens(db, refreshDeps(box))).toMatchObject({ refreshed: refresh.length });
+      for (const o of orgs) await queuePush(db, o.org.id, `rotate-${round}`);
+      expect(await pushDueInvoices(db, pushDeps(box))).toMatchObject({ pushed: orgs.length });
+      expect(stats().refreshGrants).toBe(before.refreshGrants + refresh.length);
+      expect(stats().refreshReusedInGrace).toBe(before.refreshReusedInGrace);
+    };
+    /** Makes a grant's ciphertexts look like those stored before key ids (the bare base64 part). */
+    const legacy = (grantId: string) =>
+      db.execute(sql`
+        UPDATE xero_grants SET access_token_enc = split_part(access_token_enc, '.', 3),
+          refresh_token_enc = split_part(refresh_token_enc, '.', 3) WHERE id = ${grantId}`);
+
+    // Before: one key.
+    await everythingWorks(oldBox);
+    await legacy(ids[0] as string);
+    await everythingWorks(oldBox, []); // pushes only: a legacy access token opens too
+
+    // Every server now seals under the new key and still opens the old one.
+    const bothBox = await createSecretBox(NEW, [OLD]);
+    await everythingWorks(bothBox, []);
+    // During: one grant per batch, pushes and a refresh between the batches.
+    const last = ids[ids.length - 1] as string;
+    let batches = 0;
+    const counts = await resealGrantTokens(db, bothBox, {
+      batchSize: 1,
+      afterBatch: async () => {
+        batches += 1;
+        if (batches === 1) await everythingWorks(bothBox, [last]);
+        else await everythingWorks(bothBox, []);
+      },
+    });
+    // The grant refreshed mid-way was already under the new key when the reseal reached it.
+    expect(counts).toMatchObject({ resealed: 3, current: 1, unreadable: 0, busy: 0 });
+    expect(batches).toBe(4);
+
+    // After: every ciphertext is under the new key; the old key is dropped and nothing notices.
+    const sealed = await rows<{ a: string; r: string }>(
+      db,
+      sql`SELECT access_token_enc AS a, refresh_token_enc AS r FROM xero_grants`,
+    );
+    for (const { a, r } of sealed) {
+      expect(a.startsWith(`k1.${bothBox.keyId}.`)).toBe(true);
+      expect(r.startsWith(`k1.${bothBox.keyId}.`)).toBe(true);
+    }
+    const newBox = await createSecretBox(NEW);
+    await everythingWorks(newBox);
+    // Idempotent: a second run finds nothing to do.
+    expect(await resealGrantTokens(db, newBox)).toMatchObject({ resealed: 0, current: 4 });
+  });
+
+  it('never overwrites a token a refresh saved after the reseal read it, and leaves an unreadable row as it is', async () => {
+    const { db } = await fresh();
+    const OLD = generateKeyBase64();
+    const oldBox = await createSecretBox(OLD);
+    const a = await connectedOrganization(db, oldBox, sandbox, 'Race A');
+    const b = await connectedOrganization(db, oldBox, sandbox, 'Race B');
+    const bothBox = await createSecretBox(generateKeyBase64(), [OLD]);
+    const read = await rows<{
+      id: string;
+      sealContext: string | null;
+      tokenVersion: number;
+      accessTokenEnc: string | null;
+      refreshTokenEnc: string;
+    }>(
+      db,
+      sql`SELECT id, seal_context AS "sealContext", token_version AS "tokenVersion",
+                 access_token_enc AS "accessTokenEnc", refresh_token_enc AS "refreshTokenEnc"
+          FROM xero_grants ORDER BY id`,
+    );
+    // A refresh (a server with the old key only, mid-rollout) saves grant A's new token pair.
+    await db.execute(
+      sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes' WHERE id = ${a.grantId}`,
+    );
+    expect(await refreshExpiringTokens(db, refreshDeps(oldBox))).toMatchObject({ refreshed: 1 });
+    const refreshed = await grantRow(db, a.grantId);
+
+    const counts = await resealRows(db, bothBox, read);
+    expect(counts).toMatchObject({ resealed: 2, busy: 0 });
+    // A was read again and resealed from its new token, not from the one read before the refresh.
+    const after = await grantRow(db, a.grantId);
+    const ctx = { id: a.grantId, sealContext: null };
+    expect(await bothBox.open(after.refresh_token_enc, tokenContext(ctx, 'refresh'))).toBe(
+      await oldBox.open(refreshed.refresh_token_enc, tokenContext(ctx, 'refresh')),
+    );
+    expect(after.token_version).toBe(refreshed.token_version);
+
+    // A row under a key nobody configured is reported and left untouched.
+    const stranger = await createSecretBox(generateKeyBase64());
+    await sealUnder(db, bothBox, stranger, b.grantId);
+    const untouched = await grantRow(db, b.grantId);
+    const report = await resealGrantTokens(db, bothBox);
+    expect(report).toMatchObject({
+      unreadable: 1,
+      unreadableGrants: [
+        { grant: b.grantId, reason: `sealed under key ${stranger.keyId}, which is not configured` },
+      ],
+    });
+    expect((await grantRow(db, b.grantId)).refresh_token_enc).toBe(untouched.refresh_token_enc);
+  });
+});
+
+describe('leases cover the work', () => {
+  it('two replicas and a slow token endpoint: each refresh token is redeemed once', async () => {
+    const { db } = await fresh();
+    const box = await createSecretBox(generateKeyBase64());
+    for (let i = 1; i <= 6; i++) await connectedOrganization(db, box, sandbox, `Slow ${i}`);
+    await allDue(db);
+    // A slow token endpoint in front of the sandbox: each call waits before it reaches Xero.
+    const slowMs = 700;
+    const slowFetch: typeof fetch = async (input, init) => {
+      if (String(input instanceof Request ? input.url : input).endsWith('/connect/token'))
+        await new Promise((r) => setTimeout(r, slowMs));
+      return fetch(input, init);
+    };
+    const config = { ...xeroConfigFor(sandbox), timeoutMs: 1500 };
+    // The lease outlasts one call (its timeout) with a margin, but not the batch of six (over 4 s).
+    const leaseMs = 2500;
+    const replica = (owner: string) =>
+      refreshExpiringTokens(
+        db,
+        refreshDeps(box, { owner, leaseMs, xero: createXeroClient(config, slowFetch) }),
+      );
+    const before = stats();
+    const [a, b] = await Promise.all([
+      replica('replica-a'),
+      // The second replica's tick comes when the first one's batch lease has run out.
+      new Promise((r) => setTimeout(r, leaseMs + 200)).then(() => replica('replica-b')),
+    ]);
+    expect(stats().refreshReusedInGrace).toBe(before.refreshReusedInGrace);
+    expect(stats().refreshGrants).toBe(before.refreshGrants + 6);
+    expect(a.refreshed + b.refreshed).toBe(6);
+    // It did contend: the second replica took grants the first had claimed, and the first skipped them.
+    expect(b.refreshed).toBeGreaterThan(0);
+    expect(a.leaseLost).toBe(b.refreshed);
+    const versions = await rows<{ v: number }>(db, sql`SELECT token_version AS v FROM xero_grants`);
+    expect(versions.map((r) => r.v)).toEqual([2, 2, 2, 2, 2, 2]);
+  });
+});
