@@ -68,9 +68,16 @@ export interface RefreshTickResult {
   invalidClient: number;
 }
 
-/** A grant that failed waits 1 min, doubling to 1 h: a row that stays broken takes few batch places. */
-export const refreshBackoffMs = (failures: number) =>
-  Math.min(3_600_000, 60_000 * 2 ** Math.max(0, failures - 1));
+/**
+ * How long a grant waits after its `failures`-th failure in a row. A row that stays broken (its token
+ * does not open, the refresh throws) waits 1 min, doubling to 1 h, so it takes few batch places. A
+ * failure at Xero (unreachable, 5xx, an answer lost) is retried on the next tick, then after 1 min
+ * doubling to 5 min: if Xero did rotate the token, the old one is honoured for 30 minutes only.
+ */
+export function refreshBackoffMs(failures: number, kind: 'broken' | 'xero'): number {
+  if (kind === 'broken') return Math.min(3_600_000, 60_000 * 2 ** Math.max(0, failures - 1));
+  return failures <= 1 ? 0 : Math.min(300_000, 60_000 * 2 ** (failures - 2));
+}
 
 /** At most this much of an unexpected error's message is kept on the row. */
 const MAX_REASON = 200;
@@ -142,17 +149,13 @@ export async function refreshExpiringTokens(db: Database, deps: RefreshTickDeps)
   const releaseLease = { refreshLeaseOwner: null, refreshLeaseExpiresAt: null };
   const recovered = { refreshError: null, refreshFailures: 0, refreshRetryAt: null };
   /** Records why the grant failed and backs it off; the lease goes back at once. */
-  const failed = (
-    g: (typeof claimed)[number],
-    reason: string,
-    retryInMs = refreshBackoffMs(g.refreshFailures + 1),
-  ) =>
+  const failed = (g: (typeof claimed)[number], reason: string, kind: 'broken' | 'xero') =>
     db
       .update(xeroGrants)
       .set({
         refreshError: reason,
         refreshFailures: sql`${xeroGrants.refreshFailures} + 1`,
-        refreshRetryAt: sql`now() + ${interval(retryInMs)}`,
+        refreshRetryAt: sql`now() + ${interval(refreshBackoffMs(g.refreshFailures + 1, kind))}`,
         refreshStartedAt: null,
         refreshStartedVersion: null,
         updatedAt: sql`now()`,
@@ -186,7 +189,7 @@ export async function refreshExpiringTokens(db: Database, deps: RefreshTickDeps)
       // Active-but-failing, not needs_reauth: the grant is fine at Xero (an unused refresh token lasts
       // 60 days), and a key put back in TOKEN_ENCRYPTION_KEYS_PREVIOUS heals it on the next try.
       const why = err instanceof SecretBoxOpenError ? err.message : 'does not open';
-      await failed(g, `the stored refresh token ${why}`);
+      await failed(g, `the stored refresh token ${why}`, 'broken');
       result.undecryptable += 1;
       deps.log.error('xero token refresh skipped: the stored refresh token does not open', {
         grant: g.id,
@@ -201,7 +204,7 @@ export async function refreshExpiringTokens(db: Database, deps: RefreshTickDeps)
     } catch (err) {
       // The client classifies every answer, so this is a bug; it costs this grant, not the batch.
       const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-      await failed(g, `token refresh failed unexpectedly (${message.slice(0, MAX_REASON)})`);
+      await failed(g, `token refresh failed unexpectedly (${message.slice(0, MAX_REASON)})`, 'broken');
       result.failed += 1;
       deps.log.error('xero token refresh failed unexpectedly', { grant: g.id, err });
       continue;
@@ -281,16 +284,17 @@ export async function refreshExpiringTokens(db: Database, deps: RefreshTickDeps)
         break;
       }
 
-      // Transient: the token is still valid; the grant is retried after its back-off (1 min at first).
-      await failed(g, `Xero token refresh failed: ${outcome.reason}`);
+      // Transient: the token is still valid (or, if Xero rotated it and the answer was lost, the old
+      // one is for 30 minutes): retried on the next tick, then backed off.
+      await failed(g, `Xero token refresh failed: ${outcome.reason}`, 'xero');
       deps.log.warn('xero token refresh failed; will retry', { grant: g.id, reason: outcome.reason });
       result.failed += 1;
     } catch (err) {
       // A poisoned connection ends the run (the runner retries it on a fresh pool, and the lease or
       // the write-ahead version keeps the retry safe); anything else is this grant's alone.
       if (poisonReason(err) !== undefined) throw err;
-      // Xero may have rotated the token: the old one is honoured for 30 minutes, so retry well inside.
-      await failed(g, 'saving the refreshed token failed', 60_000);
+      // Xero rotated the token: the old one is honoured for 30 minutes, so retry well inside them.
+      await failed(g, 'saving the refreshed token failed', 'xero');
       result.failed += 1;
       deps.log.error('xero token refresh could not be saved', { grant: g.id, err });
     }
