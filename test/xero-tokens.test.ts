@@ -187,6 +187,12 @@ describe('grants fail one at a time', () => {
       status: 'queued',
       attempts: 0,
     });
+    // and its access token is expired, so the refresh tick takes the grant at once when it can.
+    const [expired] = await rows<{ expired: boolean }>(
+      db,
+      sql`SELECT access_expires_at <= now() AS expired FROM xero_grants WHERE id = ${broken.grantId}`,
+    );
+    expect(expired?.expired).toBe(true);
 
     // The operator puts the key back (TOKEN_ENCRYPTION_KEYS_PREVIOUS): the next try heals it.
     const healed = await createSecretBox(generateKeyBase64(), [lostKey]);

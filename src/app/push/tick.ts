@@ -124,7 +124,8 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
     if (token === undefined) defer(push, 15_000);
     else if (token instanceof Error) {
       // The grant's fault, not the invoice's (a key not configured, a corrupt row): the push keeps its
-      // attempts and waits a minute; the refresh tick records the reason on the grant.
+      // attempts and waits a minute. The token is expired below, so the refresh tick re-seals a fresh
+      // pair at once, or records on the grant why it cannot.
       if (!unopened.has(grantId))
         deps.log.error('xero access token does not open; its pushes wait', {
           grant: grantId,
@@ -194,7 +195,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
   );
   const sideEffects: [string, () => Promise<void>][] = [
     // The pushes still settle (retried in 5 s); the next 401 expires the token again.
-    ['expiring access tokens after a 401', () => expireAccessTokens(db, [...unauthorized])],
+    ['expiring access tokens after a 401', () => expireAccessTokens(db, [...unauthorized, ...unopened])],
     ['marking connections Xero answered 403 for', () => markForbidden(db, forbidden)],
     [
       "recording Xero's rate-limit signals",
