@@ -246,6 +246,20 @@ describe('grants fail one at a time', () => {
     // The second failure in a row, this one at Xero: a minute (the first would be the next tick).
     expect(again.backed_off_s).toBeGreaterThan(50);
     expect(again.backed_off_s).toBeLessThan(70);
+
+    // A corrupt row (no key id, no key opens it): recorded as such, the batch goes on.
+    const other = versions[0]?.token_version === 1 ? b.grantId : a.grantId;
+    await db.execute(sql`UPDATE xero_grants SET refresh_retry_at = NULL`);
+    await allDue(db);
+    await db.execute(sql`UPDATE xero_grants SET refresh_token_enc = 'corrupt' WHERE id = ${other}`);
+    expect(await refreshExpiringTokens(db, refreshDeps(box))).toMatchObject({
+      claimed: 2,
+      refreshed: 1,
+      undecryptable: 1,
+    });
+    expect((await grantRow(db, other)).refresh_error).toBe(
+      'the stored refresh token sealed without a key id, and no configured key opens it',
+    );
   });
 });
 
