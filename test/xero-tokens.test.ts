@@ -29,6 +29,7 @@ import {
   type Sandbox,
   xeroConfigFor,
 } from './support/ticks.js';
+import { until } from './support/until.js';
 
 let cluster: Cluster;
 let sandbox: Sandbox;
@@ -403,11 +404,23 @@ describe('leases cover the work', () => {
         refreshDeps(box, { owner, leaseMs, xero: createXeroClient(config, slowFetch) }),
       );
     const before = stats();
-    const [a, b] = await Promise.all([
-      replica('replica-a'),
-      // The second replica's tick comes when the first one's batch lease has run out.
-      new Promise((r) => setTimeout(r, leaseMs + 200)).then(() => replica('replica-b')),
-    ]);
+    const first = replica('replica-a');
+    // The second replica's tick comes when the first one's batch lease has run out (its claim is seen
+    // first, so a slow machine only makes the first replica's batch longer).
+    await until(
+      async () =>
+        (
+          await rows<{ n: number }>(
+            db,
+            sql`SELECT count(*)::int AS n FROM xero_grants WHERE refresh_lease_owner = 'replica-a'`,
+          )
+        )[0]?.n,
+      (n) => n === 6,
+      5000,
+      20,
+    );
+    await new Promise((r) => setTimeout(r, leaseMs + 300));
+    const [a, b] = await Promise.all([first, replica('replica-b')]);
     expect(stats().refreshReusedInGrace).toBe(before.refreshReusedInGrace);
     expect(stats().refreshGrants).toBe(before.refreshGrants + 6);
     expect(a.refreshed + b.refreshed).toBe(6);
