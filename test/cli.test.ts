@@ -6,8 +6,10 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCK_FILE } from '../src/platform/db/drivers/pglite-lock.js';
+import { createSecretBox, generateKeyBase64 } from '../src/platform/secret-box.js';
 import { freshDatabase } from './support/databases.js';
 import { waitForKey } from './support/orgs.js';
 import { type Cluster, startCluster } from './support/postgres.js';
@@ -31,7 +33,7 @@ interface Run {
 }
 
 function cli(
-  tool: 'org' | 'migrate',
+  tool: 'org' | 'migrate' | 'tokens',
   args: string[],
   options: { cwd?: string; env?: Record<string, string> } = {},
 ) {
@@ -97,6 +99,19 @@ describe('usage errors', () => {
     expect(pkg.scripts['deploy:workers']).toMatch(/^npm run db:migrate && /);
     expect(pkg.scripts['db:migrate']).toBe('tsx tools/migrate.ts');
     expect(pkg.scripts['org:list']).toBe('tsx tools/org.ts list');
+    expect(pkg.scripts['tokens:reseal']).toBe('tsx tools/tokens.ts reseal');
+  });
+
+  it.each([
+    [['reseal', '--batch-size', '0'], /--batch-size must be an integer from 1 to 1000/],
+    [['reseal', '--all'], /Unknown option '--all'/],
+    [['frob'], /unknown command "frob"/],
+  ])('tokens %j: one line, exit 2, no database touched', async (args, pattern) => {
+    const cwd = tempDir();
+    const run = await cli('tokens', args, { cwd });
+    expect(run.code).toBe(2);
+    expectOneLine(run, pattern);
+    expect(readdirSync(cwd)).toEqual([]);
   });
 });
 
@@ -143,6 +158,65 @@ describe('on Postgres', () => {
     expect(JSON.parse(removed.stdout)).toEqual({ id: acme.id, removed: true });
   });
 
+  it('tokens:reseal re-seals every grant under the current key, reports in one line, and runs again', async () => {
+    const db = await freshDatabase(cluster);
+    expect((await cli('migrate', [], { env: { DATABASE_URL: db } })).code).toBe(0);
+    const created = await cli('org', ['create', '--name', 'Sealed Ltd'], { env: { DATABASE_URL: db } });
+    const org = JSON.parse(created.stdout) as { id: string };
+    const OLD = generateKeyBase64();
+    const NEW = generateKeyBase64();
+    const old = await createSecretBox(OLD);
+    const grantId = '00000000-0000-4000-8000-0000000000a1';
+    const client = new pg.Client(db);
+    await client.connect();
+    try {
+      await client.query(
+        'INSERT INTO xero_grants (id, organization_id, access_token_enc, refresh_token_enc) VALUES ($1, $2, $3, $4)',
+        [
+          grantId,
+          org.id,
+          await old.seal('access-secret', `xero-grant:${grantId}:access`),
+          await old.seal('refresh-secret', `xero-grant:${grantId}:refresh`),
+        ],
+      );
+      const badKeys = await cli('tokens', ['reseal'], {
+        env: { DATABASE_URL: db, TOKEN_ENCRYPTION_KEY: NEW, TOKEN_ENCRYPTION_KEYS_PREVIOUS: `${OLD},nope` },
+      });
+      expect(badKeys.code).toBe(1);
+      expectOneLine(badKeys, /^tokens: invalid configuration: TOKEN_ENCRYPTION_KEYS_PREVIOUS must be/);
+      expect(badKeys.stderr).not.toContain(OLD);
+
+      // Without the old key the row is reported, left alone, and the exit says the old key must stay.
+      const without = await cli('tokens', ['reseal'], {
+        env: { DATABASE_URL: db, TOKEN_ENCRYPTION_KEY: NEW },
+      });
+      expect(without.code).toBe(1);
+      expect(JSON.parse(without.stdout)).toMatchObject({ resealed: 0, unreadable: 1 });
+
+      const env = { DATABASE_URL: db, TOKEN_ENCRYPTION_KEY: NEW, TOKEN_ENCRYPTION_KEYS_PREVIOUS: OLD };
+      const run = await cli('tokens', ['reseal', '--batch-size', '1'], { env });
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout.trimEnd().split('\n')).toHaveLength(1);
+      const fresh = await createSecretBox(NEW);
+      expect(JSON.parse(run.stdout)).toEqual({
+        keyId: fresh.keyId,
+        resealed: 1,
+        current: 0,
+        unreadable: 0,
+        busy: 0,
+        unreadableGrants: [],
+      });
+      expect(run.stdout + run.stderr).not.toMatch(/secret/);
+      const [row] = (await client.query('SELECT access_token_enc, refresh_token_enc FROM xero_grants')).rows;
+      expect(await fresh.open(row.refresh_token_enc, `xero-grant:${grantId}:refresh`)).toBe('refresh-secret');
+      expect(await fresh.open(row.access_token_enc, `xero-grant:${grantId}:access`)).toBe('access-secret');
+      const again = await cli('tokens', ['reseal'], { env });
+      expect(JSON.parse(again.stdout)).toMatchObject({ resealed: 0, current: 1 });
+    } finally {
+      await client.end();
+    }
+  });
+
   it('db:migrate migrates the named database and refuses --local with it', async () => {
     const fresh = await freshDatabase(cluster);
     const run = await cli('migrate', [], { env: { DATABASE_URL: fresh } });
@@ -182,6 +256,13 @@ describe('on the embedded database', () => {
       const migrate = await cli('migrate', ['--local'], { cwd });
       expect(migrate.code).toBe(1);
       expectOneLine(migrate, new RegExp(`in use by process ${pid}`));
+
+      const reseal = await cli('tokens', ['reseal'], {
+        cwd,
+        env: { TOKEN_ENCRYPTION_KEY: generateKeyBase64() },
+      });
+      expect(reseal.code).toBe(1);
+      expectOneLine(reseal, new RegExp(`^tokens: the embedded database .* in use by process ${pid}`));
 
       // A second server on the same directory fails its boot before it binds.
       const twin = await spawnServer({ cwd, env: {} });

@@ -101,6 +101,8 @@ describe('push tick, per push', () => {
     const { handle } = await database();
     let opens = 0;
     const counting: SecretBox = {
+      keyId: box.keyId,
+      needsReseal: (sealed) => box.needsReseal(sealed),
       seal: (text, ad) => box.seal(text, ad),
       open: (sealed, ad) => {
         opens += 1;

@@ -2,11 +2,13 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sql } from 'drizzle-orm';
 import { Miniflare } from 'miniflare';
 import pg from 'pg';
 import { parse } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrganization } from '../src/app/organizations.js';
+import { createSecretBox, generateKeyBase64 } from '../src/platform/secret-box.js';
 import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
@@ -326,6 +328,45 @@ describe('the Worker in workerd', () => {
       connected: [{ tenantId, tenantName: 'Worker Books' }],
       confirmation: { required: true },
     });
+  });
+
+  it('scheduled() after a key rotation: opens the previous key, refreshes under the new one, and pushes', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    const handle = await openDatabase(url, log);
+    // Sealed under the key the Worker had before (TEST_TOKEN_KEY), and due for a refresh.
+    const { org, tenantId, grantId } = await connectedOrganization(
+      handle.db,
+      await testBox(),
+      sandbox,
+      'Rotated Co',
+    );
+    await handle.db.execute(
+      sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes' WHERE id = ${grantId}`,
+    );
+    const id = await queuePush(handle.db, org.id, 'rotated-1');
+    await handle.close();
+    const NEW = generateKeyBase64();
+    const mf = worker({
+      DATABASE_URL: neonUrl(url),
+      TOKEN_ENCRYPTION_KEY: NEW,
+      TOKEN_ENCRYPTION_KEYS_PREVIOUS: TEST_TOKEN_KEY,
+      ...sandboxEnv(sandbox),
+    });
+    await scheduled(mf);
+    const db = new pg.Client(url);
+    await db.connect();
+    const push = await db.query('SELECT status FROM invoice_pushes WHERE id = $1', [id]);
+    const grant = await db.query(
+      'SELECT token_version, refresh_token_enc, refresh_error FROM xero_grants WHERE id = $1',
+      [grantId],
+    );
+    await db.end();
+    expect(push.rows[0].status).toBe('pushed');
+    expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(1);
+    const kid = (await createSecretBox(NEW)).keyId;
+    expect(grant.rows[0]).toMatchObject({ token_version: 2, refresh_error: null });
+    expect(grant.rows[0].refresh_token_enc.startsWith(`k1.${kid}.`)).toBe(true);
   });
 
   it("scheduled() and two server processes share one tenant's budget: its minute's 60, at most 5 in flight", async () => {

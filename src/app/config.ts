@@ -6,6 +6,8 @@ import { shortenedXeroBudget, XERO_BUDGET, type XeroBudget } from './push/budget
 export interface AppConfig {
   /** Base64 of 32 bytes; undefined only with the embedded database, where a development key is made. */
   tokenEncryptionKey: string | undefined;
+  /** Keys that only open: what TOKEN_ENCRYPTION_KEY was before a rotation, until `tokens:reseal` ran. */
+  previousTokenEncryptionKeys: string[];
   xero: XeroConfig;
   tickIntervalMs: number;
   pushMaxAttempts: number;
@@ -36,15 +38,36 @@ const httpUrl = (fallback: string) =>
     transform((v: string) => v.replace(/\/+$/, '')),
   );
 
+const KEY_PATTERN = /^[A-Za-z0-9+/]{43}=$/;
+
 const base64Key = optional(string()).check(
-  refine((v) => v === undefined || /^[A-Za-z0-9+/]{43}=$/.test(v), {
+  refine((v) => v === undefined || KEY_PATTERN.test(v), {
     message: 'must be 32 bytes, base64-encoded (openssl rand -base64 32)',
   }),
+);
+
+// Comma-separated (spaces around the commas allowed); empty entries are ignored.
+const base64Keys = pipe(
+  optional(string()).check(
+    refine(
+      (v) => v === undefined || v.split(',').every((k) => k.trim() === '' || KEY_PATTERN.test(k.trim())),
+      {
+        message: 'must be comma-separated keys of 32 bytes, base64-encoded (openssl rand -base64 32)',
+      },
+    ),
+  ),
+  transform((v: string | undefined) =>
+    (v ?? '')
+      .split(',')
+      .map((k) => k.trim())
+      .filter((k) => k !== ''),
+  ),
 );
 
 const schema = object({
   DATABASE_URL: optional(string()),
   TOKEN_ENCRYPTION_KEY: base64Key,
+  TOKEN_ENCRYPTION_KEYS_PREVIOUS: base64Keys,
   XERO_API_URL: httpUrl('https://api.xero.com'),
   XERO_IDENTITY_URL: httpUrl('https://identity.xero.com'),
   XERO_AUTHORIZE_URL: httpUrl('https://login.xero.com/identity/connect/authorize'),
@@ -74,6 +97,13 @@ const schema = object({
         code: 'custom',
         path: ['TOKEN_ENCRYPTION_KEY'],
         message: 'is required when DATABASE_URL is set',
+      });
+    }
+    if (e.TOKEN_ENCRYPTION_KEYS_PREVIOUS.length > 0 && e.TOKEN_ENCRYPTION_KEY === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['TOKEN_ENCRYPTION_KEYS_PREVIOUS'],
+        message: 'needs TOKEN_ENCRYPTION_KEY (the key that seals) beside it',
       });
     }
     if ((e.XERO_CLIENT_ID === undefined) !== (e.XERO_CLIENT_SECRET === undefined)) {
@@ -115,6 +145,7 @@ export function loadAppConfig(env: Env): AppConfig {
   const e = parseEnv(schema, env);
   return {
     tokenEncryptionKey: e.TOKEN_ENCRYPTION_KEY,
+    previousTokenEncryptionKeys: e.TOKEN_ENCRYPTION_KEYS_PREVIOUS,
     xero: {
       apiUrl: e.XERO_API_URL,
       identityUrl: e.XERO_IDENTITY_URL,

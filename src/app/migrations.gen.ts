@@ -109,8 +109,18 @@ export const migrations: Migration[] = [
       "ALTER TABLE \"connect_links\" ADD CONSTRAINT \"connect_links_organization_id_organizations_id_fk\" FOREIGN KEY (\"organization_id\") REFERENCES \"public\".\"organizations\"(\"id\") ON DELETE cascade ON UPDATE no action;",
       "CREATE INDEX \"connect_links_org_idx\" ON \"connect_links\" USING btree (\"organization_id\",\"expires_at\");"
     ]
+  },
+  {
+    "tag": "0008_grant_refresh_errors",
+    "hash": "1ea2b4bcdb8619a1c86810fba73c6709bf1f91ddffa87f409142524a972ad1d8",
+    "createdAt": 1796160638704,
+    "statements": [
+      "ALTER TABLE \"xero_grants\" ADD COLUMN \"refresh_error\" text;",
+      "ALTER TABLE \"xero_grants\" ADD COLUMN \"refresh_failures\" integer DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"xero_grants\" ADD COLUMN \"refresh_retry_at\" timestamp with time zone;"
+    ]
   }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestMigrationAt = 1796159547606;
+export const latestMigrationAt = 1796160638704;

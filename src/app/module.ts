@@ -41,7 +41,7 @@ export const honestHealth: AppModule<AppConfig, AuthEnv> = {
         created: dev.created,
       });
     }
-    const box = await createSecretBox(tokenKey);
+    const box = await createSecretBox(tokenKey, config.previousTokenEncryptionKeys);
     const xero = createXeroClient(config.xero);
     const apiKeys = new ApiKeyIndex();
     // A lease holder is this replica plus a boot nonce: a restarted process never mistakes an old lease for its own.

@@ -47,6 +47,12 @@ export const xeroGrants = pgTable(
     // Write-ahead record of a refresh in progress: which token version was sent to Xero, and when.
     refreshStartedAt: timestamp('refresh_started_at', { withTimezone: true }),
     refreshStartedVersion: integer('refresh_started_version'),
+    // The last refresh that failed (a token that does not decrypt, Xero unreachable), for operators:
+    // no secrets. Cleared by the next refresh that succeeds. The failures back the grant off until
+    // refresh_retry_at, so a row that stays broken does not take a place in every batch.
+    refreshError: text('refresh_error'),
+    refreshFailures: integer('refresh_failures').notNull().default(0),
+    refreshRetryAt: timestamp('refresh_retry_at', { withTimezone: true }),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },

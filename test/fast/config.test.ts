@@ -58,6 +58,25 @@ describe('configuration', () => {
     }
   });
 
+  it('takes previous token keys, comma-separated, only beside TOKEN_ENCRYPTION_KEY, naming the variable', () => {
+    const key = (n: number) => Buffer.alloc(32, n).toString('base64');
+    expect(loadAppConfig({}).previousTokenEncryptionKeys).toEqual([]);
+    expect(
+      loadAppConfig({
+        TOKEN_ENCRYPTION_KEY: key(1),
+        TOKEN_ENCRYPTION_KEYS_PREVIOUS: ` ${key(2)} ,${key(3)},`,
+      }).previousTokenEncryptionKeys,
+    ).toEqual([key(2), key(3)]);
+    expect(() =>
+      loadAppConfig({ TOKEN_ENCRYPTION_KEY: key(1), TOKEN_ENCRYPTION_KEYS_PREVIOUS: `${key(2)},nope` }),
+    ).toThrow(
+      /^invalid configuration: TOKEN_ENCRYPTION_KEYS_PREVIOUS must be comma-separated keys of 32 bytes, base64-encoded \(openssl rand -base64 32\)$/,
+    );
+    expect(() => loadAppConfig({ TOKEN_ENCRYPTION_KEYS_PREVIOUS: key(2) })).toThrow(
+      /TOKEN_ENCRYPTION_KEYS_PREVIOUS needs TOKEN_ENCRYPTION_KEY \(the key that seals\) beside it/,
+    );
+  });
+
   it('validates MIGRATION_LOCK_TIMEOUT_MS and DATABASE_POOLER', () => {
     expect(loadConfig({})).toMatchObject({ migrationLockTimeoutMs: 120_000, databasePooler: 'auto' });
     expect(loadConfig({ MIGRATION_LOCK_TIMEOUT_MS: '0', DATABASE_POOLER: 'transaction' })).toMatchObject({

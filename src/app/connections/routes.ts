@@ -21,7 +21,8 @@ const view = {
   tenantId: xeroConnections.tenantId,
   tenantName: xeroConnections.tenantName,
   status: xeroConnections.status,
-  statusReason: xeroConnections.statusReason,
+  // A grant whose refresh is failing (its token does not open, Xero unreachable) says why here too.
+  statusReason: sql<string | null>`coalesce(${xeroConnections.statusReason}, ${xeroGrants.refreshError})`,
   grantId: xeroConnections.grantId,
   createdAt: xeroConnections.createdAt,
 };
@@ -35,6 +36,7 @@ export function connectionRoutes({ xero, box, log }: ConnectionRoutesDeps) {
       db
         .select(view)
         .from(xeroConnections)
+        .leftJoin(xeroGrants, eq(xeroGrants.id, xeroConnections.grantId))
         .where(eq(xeroConnections.organizationId, organization.id))
         .orderBy(xeroConnections.createdAt),
     );

@@ -6,6 +6,8 @@ const OUTCOMES = {
   superseded: 'superseded',
   needsReauth: 'needs_reauth',
   failed: 'failed',
+  undecryptable: 'undecryptable',
+  leaseLost: 'lease_lost',
   invalidClient: 'invalid_client',
 } as const satisfies Partial<Record<keyof RefreshTickResult, string>>;
 

@@ -116,13 +116,24 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
     ? await accessTokens(db, deps.box, deps.tokens ?? new AccessTokenCache(), versions, cached)
     : new Map<string, string | Error>();
   const ready: Ready[] = [];
+  const unopened = new Set<string>();
   for (const push of sendable) {
     const connectionId = push.connection_id as string;
     const grantId = push.grant_id as string;
     const token = tokens.get(grantId);
     if (token === undefined) defer(push, 15_000);
-    else if (token instanceof Error) internalError(push, token);
-    else {
+    else if (token instanceof Error) {
+      // The grant's fault, not the invoice's (a key not configured, a corrupt row): the push keeps its
+      // attempts and waits a minute. The token is expired below, so the refresh tick re-seals a fresh
+      // pair at once, or records on the grant why it cannot.
+      if (!unopened.has(grantId))
+        deps.log.error('xero access token does not open; its pushes wait', {
+          grant: grantId,
+          reason: token.message,
+        });
+      unopened.add(grantId);
+      defer(push, 60_000);
+    } else {
       try {
         ready.push({
           id: push.id,
@@ -184,7 +195,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
   );
   const sideEffects: [string, () => Promise<void>][] = [
     // The pushes still settle (retried in 5 s); the next 401 expires the token again.
-    ['expiring access tokens after a 401', () => expireAccessTokens(db, [...unauthorized])],
+    ['expiring access tokens after a 401', () => expireAccessTokens(db, [...unauthorized, ...unopened])],
     ['marking connections Xero answered 403 for', () => markForbidden(db, forbidden)],
     [
       "recording Xero's rate-limit signals",

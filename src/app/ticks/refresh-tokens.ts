@@ -1,8 +1,9 @@
 import { and, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import { interval } from '../../platform/db/interval.js';
+import { poisonReason } from '../../platform/db/poison.js';
 import type { Database } from '../../platform/db/types.js';
 import type { Logger } from '../../platform/log.js';
-import type { SecretBox } from '../../platform/secret-box.js';
+import { type SecretBox, SecretBoxOpenError } from '../../platform/secret-box.js';
 import { tokenContext } from '../connections/grants.js';
 import { xeroConnections, xeroGrants } from '../schema.js';
 import type { XeroClient } from '../xero/client.js';
@@ -13,6 +14,7 @@ export interface RefreshTickDeps {
   owner: string;
   /** Refresh access tokens that expire within this window (Xero's last 30 minutes). */
   refreshWithinMs: number;
+  /** Taken anew right before each grant's call: it must outlast one Xero call (its timeout) and the save. */
   leaseMs: number;
   batchSize: number;
   log: Logger;
@@ -56,18 +58,44 @@ export interface RefreshTickResult {
   /** Another replica saved a newer token first: nothing to do. */
   superseded: number;
   needsReauth: number;
+  /** Xero could not be reached or answered an error; retried after a back-off. */
   failed: number;
+  /** The stored refresh token did not open (a key not configured, a corrupt row); backed off. */
+  undecryptable: number;
+  /** Claimed, but another replica held the grant's lease by the time its turn came: skipped. */
+  leaseLost: number;
   /** Xero refused the client credentials: nothing more is tried until the back-off ends. */
   invalidClient: number;
 }
 
 /**
+ * How long a grant waits after its `failures`-th failure in a row. A row that stays broken (its token
+ * does not open, the refresh throws) waits 1 min, doubling to 1 h, so it takes few batch places. A
+ * failure at Xero (unreachable, 5xx, an answer lost) is retried on the next tick, then after 1 min
+ * doubling to 5 min: if Xero did rotate the token, the old one is honoured for 30 minutes only.
+ */
+export function refreshBackoffMs(failures: number, kind: 'broken' | 'xero'): number {
+  if (kind === 'broken') return Math.min(3_600_000, 60_000 * 2 ** Math.max(0, failures - 1));
+  return failures <= 1 ? 0 : Math.min(300_000, 60_000 * 2 ** (failures - 2));
+}
+
+/** At most this much of an unexpected error's message is kept on the row. */
+const MAX_REASON = 200;
+
+/**
  * Refreshes Xero grants before their access token expires: once per grant, whatever number of tenants
- * it serves (one consent, one token pair). The claim (one statement) takes a lease and records,
- * before Xero is called, which token version is being refreshed. The save is a compare-and-set on
- * token_version, so an older token never overwrites a newer one. If Xero's answer is lost or the save
- * fails (a failover between the two), the retry sends the same old refresh token, which Xero still
- * accepts for 30 minutes.
+ * it serves (one consent, one token pair). The claim (one statement) reserves a batch. Then, one grant
+ * after another, the lease is taken anew right before Xero is called (a compare-and-set on this
+ * owner and the token version, recording which version is being refreshed), so the lease covers the
+ * whole call however long the batch has run; a grant whose lease another replica took meanwhile is
+ * skipped. No two replicas redeem one refresh token. The save is a compare-and-set on token_version,
+ * so an older token never overwrites a newer one. If Xero's answer is lost or the save fails (a
+ * failover between the two), the retry sends the same old refresh token, which Xero still accepts for
+ * 30 minutes (docs/xero.md#tokens).
+ *
+ * One grant fails alone: a refresh token that does not open, or a refresh that fails or throws, is
+ * recorded on its row (refresh_error, no secrets) and backed off, and the batch goes on. Only a
+ * poisoned database connection ends the run (the tick runner retries it on a fresh pool).
  */
 export async function refreshExpiringTokens(db: Database, deps: RefreshTickDeps): Promise<RefreshTickResult> {
   const result: RefreshTickResult = {
@@ -76,6 +104,8 @@ export async function refreshExpiringTokens(db: Database, deps: RefreshTickDeps)
     superseded: 0,
     needsReauth: 0,
     failed: 0,
+    undecryptable: 0,
+    leaseLost: 0,
     invalidClient: 0,
   };
   if (deps.credentials?.blocked()) return result;
@@ -89,6 +119,7 @@ export async function refreshExpiringTokens(db: Database, deps: RefreshTickDeps)
           isNull(xeroGrants.accessExpiresAt),
           lt(xeroGrants.accessExpiresAt, sql`now() + ${interval(deps.refreshWithinMs)}`),
         ),
+        or(isNull(xeroGrants.refreshRetryAt), lt(xeroGrants.refreshRetryAt, sql`now()`)),
         or(
           isNull(xeroGrants.refreshLeaseExpiresAt),
           lt(xeroGrants.refreshLeaseExpiresAt, sql`now()`),
@@ -104,8 +135,6 @@ export async function refreshExpiringTokens(db: Database, deps: RefreshTickDeps)
     .set({
       refreshLeaseOwner: deps.owner,
       refreshLeaseExpiresAt: sql`now() + ${interval(deps.leaseMs)}`,
-      refreshStartedAt: sql`now()`,
-      refreshStartedVersion: sql`${xeroGrants.tokenVersion}`,
     })
     .where(inArray(xeroGrants.id, due))
     .returning({
@@ -113,84 +142,162 @@ export async function refreshExpiringTokens(db: Database, deps: RefreshTickDeps)
       sealContext: xeroGrants.sealContext,
       refreshTokenEnc: xeroGrants.refreshTokenEnc,
       tokenVersion: xeroGrants.tokenVersion,
+      refreshFailures: xeroGrants.refreshFailures,
     });
   result.claimed = claimed.length;
 
   const releaseLease = { refreshLeaseOwner: null, refreshLeaseExpiresAt: null };
+  const recovered = { refreshError: null, refreshFailures: 0, refreshRetryAt: null };
+  /** Records why the grant failed and backs it off; the lease goes back at once. */
+  const failed = (g: (typeof claimed)[number], reason: string, kind: 'broken' | 'xero') =>
+    db
+      .update(xeroGrants)
+      .set({
+        refreshError: reason,
+        refreshFailures: sql`${xeroGrants.refreshFailures} + 1`,
+        refreshRetryAt: sql`now() + ${interval(refreshBackoffMs(g.refreshFailures + 1, kind))}`,
+        refreshStartedAt: null,
+        refreshStartedVersion: null,
+        updatedAt: sql`now()`,
+        ...releaseLease,
+      })
+      .where(and(eq(xeroGrants.id, g.id), eq(xeroGrants.refreshLeaseOwner, deps.owner)));
+
   // Sequential: a handful of grants per minute, and each save must see the previous one.
   for (const [i, g] of claimed.entries()) {
-    const refreshToken = await deps.box.open(g.refreshTokenEnc, tokenContext(g, 'refresh'));
-    const outcome = await deps.xero.refresh(refreshToken);
     const mine = and(eq(xeroGrants.id, g.id), eq(xeroGrants.tokenVersion, g.tokenVersion));
-
-    if (outcome.kind === 'ok') {
-      if (deps.credentials?.accepted()) deps.log.info('xero accepts the client credentials again');
-      const { tokens } = outcome;
-      // Re-sealed under the grant's own context (a migrated grant leaves its per-tenant one here).
-      const own = { id: g.id, sealContext: null };
-      const saved = await db
-        .update(xeroGrants)
-        .set({
-          accessTokenEnc: await deps.box.seal(tokens.accessToken, tokenContext(own, 'access')),
-          refreshTokenEnc: await deps.box.seal(tokens.refreshToken, tokenContext(own, 'refresh')),
-          sealContext: null,
-          accessExpiresAt: tokens.expiresAt,
-          tokenVersion: sql`${xeroGrants.tokenVersion} + 1`,
-          refreshStartedAt: null,
-          refreshStartedVersion: null,
-          updatedAt: sql`now()`,
-          ...releaseLease,
-        })
-        .where(mine)
-        .returning({ id: xeroGrants.id });
-      if (saved.length > 0) result.refreshed += 1;
-      else result.superseded += 1;
+    // The batch's lease may have run out while earlier grants were refreshed: take it again for this
+    // call only if it is still ours (or expired unclaimed) and the token is the one we read.
+    const taken = await db
+      .update(xeroGrants)
+      .set({
+        refreshLeaseExpiresAt: sql`now() + ${interval(deps.leaseMs)}`,
+        refreshStartedAt: sql`now()`,
+        refreshStartedVersion: g.tokenVersion,
+      })
+      .where(and(mine, eq(xeroGrants.status, 'active'), eq(xeroGrants.refreshLeaseOwner, deps.owner)))
+      .returning({ id: xeroGrants.id });
+    if (taken.length === 0) {
+      result.leaseLost += 1;
       continue;
     }
 
-    if (outcome.kind === 'invalid_grant' || outcome.kind === 'no_refresh_token') {
-      // Rejected: either another replica already rotated it (we hold an old version), or the grant is
-      // really gone. Only the latter needs a human; every tenant of the grant waits for a reconnect.
-      const marked = await db
-        .update(xeroGrants)
-        .set({ status: 'needs_reauth', updatedAt: sql`now()`, ...releaseLease })
-        .where(mine)
-        .returning({ id: xeroGrants.id });
-      if (marked.length > 0) {
-        await db
-          .update(xeroConnections)
+    let refreshToken: string;
+    try {
+      refreshToken = await deps.box.open(g.refreshTokenEnc, tokenContext(g, 'refresh'));
+    } catch (err) {
+      // Active-but-failing, not needs_reauth: the grant is fine at Xero (an unused refresh token lasts
+      // 60 days), and a key put back in TOKEN_ENCRYPTION_KEYS_PREVIOUS heals it on the next try.
+      const why = err instanceof SecretBoxOpenError ? err.message : 'does not open';
+      await failed(g, `the stored refresh token ${why}`, 'broken');
+      result.undecryptable += 1;
+      deps.log.error('xero token refresh skipped: the stored refresh token does not open', {
+        grant: g.id,
+        reason: why,
+      });
+      continue;
+    }
+
+    let outcome: Awaited<ReturnType<XeroClient['refresh']>>;
+    try {
+      outcome = await deps.xero.refresh(refreshToken);
+    } catch (err) {
+      // The client classifies every answer, so this is a bug; it costs this grant, not the batch.
+      const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+      await failed(g, `token refresh failed unexpectedly (${message.slice(0, MAX_REASON)})`, 'broken');
+      result.failed += 1;
+      deps.log.error('xero token refresh failed unexpectedly', { grant: g.id, err });
+      continue;
+    }
+
+    try {
+      if (outcome.kind === 'ok') {
+        if (deps.credentials?.accepted()) deps.log.info('xero accepts the client credentials again');
+        const { tokens } = outcome;
+        // Re-sealed under the grant's own context (a migrated grant leaves its per-tenant one here).
+        const own = { id: g.id, sealContext: null };
+        const saved = await db
+          .update(xeroGrants)
+          .set({
+            accessTokenEnc: await deps.box.seal(tokens.accessToken, tokenContext(own, 'access')),
+            refreshTokenEnc: await deps.box.seal(tokens.refreshToken, tokenContext(own, 'refresh')),
+            sealContext: null,
+            accessExpiresAt: tokens.expiresAt,
+            tokenVersion: sql`${xeroGrants.tokenVersion} + 1`,
+            refreshStartedAt: null,
+            refreshStartedVersion: null,
+            updatedAt: sql`now()`,
+            ...recovered,
+            ...releaseLease,
+          })
+          .where(mine)
+          .returning({ id: xeroGrants.id });
+        if (saved.length > 0) result.refreshed += 1;
+        else result.superseded += 1;
+        continue;
+      }
+
+      if (outcome.kind === 'invalid_grant' || outcome.kind === 'no_refresh_token') {
+        // Rejected: either another replica already rotated it (we hold an old version), or the grant is
+        // really gone. Only the latter needs a human; every tenant of the grant waits for a reconnect.
+        const marked = await db
+          .update(xeroGrants)
           .set({
             status: 'needs_reauth',
-            statusReason: 'Xero refused the refresh token',
+            refreshError: 'Xero refused the refresh token',
             updatedAt: sql`now()`,
+            ...releaseLease,
           })
-          .where(eq(xeroConnections.grantId, g.id));
-        result.needsReauth += 1;
-        deps.log.warn('xero grant needs re-authorisation', { grant: g.id });
-      } else {
-        result.superseded += 1;
+          .where(mine)
+          .returning({ id: xeroGrants.id });
+        if (marked.length > 0) {
+          await db
+            .update(xeroConnections)
+            .set({
+              status: 'needs_reauth',
+              statusReason: 'Xero refused the refresh token',
+              updatedAt: sql`now()`,
+            })
+            .where(eq(xeroConnections.grantId, g.id));
+          result.needsReauth += 1;
+          deps.log.warn('xero grant needs re-authorisation', { grant: g.id });
+        } else {
+          result.superseded += 1;
+        }
+        continue;
       }
-      continue;
-    }
 
-    if (outcome.kind === 'invalid_client') {
-      // Every grant would get the same answer: give this and the rest of the batch back and back off.
-      const rest = claimed.slice(i).map((r) => r.id);
-      await db.update(xeroGrants).set(releaseLease).where(inArray(xeroGrants.id, rest));
-      result.invalidClient += 1;
-      const first = deps.credentials?.rejected() ?? true;
-      if (first) {
-        deps.log.error(
-          'xero refused the client credentials (invalid_client): check XERO_CLIENT_ID and XERO_CLIENT_SECRET; token refresh backs off',
-        );
+      if (outcome.kind === 'invalid_client') {
+        // Every grant would get the same answer: give this and the rest of the batch back and back off.
+        const rest = claimed.slice(i).map((r) => r.id);
+        await db
+          .update(xeroGrants)
+          .set(releaseLease)
+          .where(and(inArray(xeroGrants.id, rest), eq(xeroGrants.refreshLeaseOwner, deps.owner)));
+        result.invalidClient += 1;
+        const first = deps.credentials?.rejected() ?? true;
+        if (first) {
+          deps.log.error(
+            'xero refused the client credentials (invalid_client): check XERO_CLIENT_ID and XERO_CLIENT_SECRET; token refresh backs off',
+          );
+        }
+        break;
       }
-      break;
-    }
 
-    // Transient: give the lease back so the next tick retries with the same (still valid) token.
-    await db.update(xeroGrants).set(releaseLease).where(eq(xeroGrants.id, g.id));
-    deps.log.warn('xero token refresh failed; will retry', { grant: g.id, reason: outcome.reason });
-    result.failed += 1;
+      // Transient: the token is still valid (or, if Xero rotated it and the answer was lost, the old
+      // one is for 30 minutes): retried on the next tick, then backed off.
+      await failed(g, `Xero token refresh failed: ${outcome.reason}`, 'xero');
+      deps.log.warn('xero token refresh failed; will retry', { grant: g.id, reason: outcome.reason });
+      result.failed += 1;
+    } catch (err) {
+      // A poisoned connection ends the run (the runner retries it on a fresh pool, and the lease or
+      // the write-ahead version keeps the retry safe); anything else is this grant's alone.
+      if (poisonReason(err) !== undefined) throw err;
+      // Xero rotated the token: the old one is honoured for 30 minutes, so retry well inside them.
+      await failed(g, 'saving the refreshed token failed', 'xero');
+      result.failed += 1;
+      deps.log.error('xero token refresh could not be saved', { grant: g.id, err });
+    }
   }
   return result;
 }
