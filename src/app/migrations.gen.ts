@@ -97,8 +97,19 @@ export const migrations: Migration[] = [
       "CREATE OR REPLACE FUNCTION xero_budget_add(stamps timestamptz[], at timestamptz, n integer) RETURNS timestamptz[]\n\tLANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN n > 0 THEN stamps || array_fill(at, ARRAY[n]) ELSE stamps END $$;",
       "CREATE OR REPLACE FUNCTION xero_budget_remove(stamps timestamptz[], stamp_us bigint, n integer) RETURNS timestamptz[]\n\tLANGUAGE sql IMMUTABLE AS $$\n\tSELECT coalesce(array_agg(s ORDER BY s), '{}') FROM (\n\t\tSELECT s, row_number() OVER (PARTITION BY (extract(epoch FROM s) * 1000000)::bigint = stamp_us) AS k\n\t\tFROM unnest(stamps) AS s) t\n\tWHERE (extract(epoch FROM s) * 1000000)::bigint <> stamp_us OR k > n $$;"
     ]
+  },
+  {
+    "tag": "0007_push_key_window",
+    "hash": "85c4cda361c0cacd873f127795f5cf2e4209309fa2e7acb3c49501314d3b5c8b",
+    "createdAt": 1796159681426,
+    "statements": [
+      "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_key_generation\" integer DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_key_sent_at\" timestamp with time zone;",
+      "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_in_doubt\" boolean DEFAULT false NOT NULL;",
+      "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_marker\" text;"
+    ]
   }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestMigrationAt = 1796118350448;
+export const latestMigrationAt = 1796159681426;
