@@ -182,4 +182,51 @@ describe('exactly once across Xero’s six minutes', () => {
     expect(calls).toEqual([`PUT ${id}`, `GET http://127.0.0.1:1/api/invoices/${id}`, `PUT ${id}:1`]);
     expect(sandbox.state.statsSnapshot().idempotentReplays).toBe(replays);
   });
+
+  it('A tick that dies after Xero answered: the send was recorded first, so the retry keeps its key', async () => {
+    const { org, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Crashed Tick Co');
+    const id = await queuePush(handle.db, org.id, 'crash-1');
+    const inner = createXeroClient(xeroConfigFor(sandbox));
+    // Xero creates the invoice; then our database goes away before the settle (SQLSTATE 57P01).
+    const dying: XeroClient = {
+      ...inner,
+      async putInvoice(token, tenant, key, invoice) {
+        await inner.putInvoice(token, tenant, key, invoice);
+        throw Object.assign(new Error('terminating connection due to administrator command'), {
+          code: '57P01',
+        });
+      },
+    };
+    await expect(pushDueInvoices(handle.db, deps(dying))).rejects.toMatchObject({ code: '57P01' });
+    expect(await pushRow(url, id)).toMatchObject({ lease_owner: 'replica-a', xero_in_doubt: true });
+    expect(invoicesOf(tenantId)).toHaveLength(1);
+
+    // Another replica takes the push once the lease expires, inside the key's window: Xero replays.
+    await elapse(id, 2 * 60_000);
+    await handle.db.execute(
+      sql`UPDATE invoice_pushes SET lease_expires_at = now() - interval '1 second', next_attempt_at = now() WHERE id = ${id}`,
+    );
+    const replays = sandbox.state.statsSnapshot().idempotentReplays;
+    const { xero, calls } = recordingClient();
+    expect(await pushDueInvoices(handle.db, { ...deps(xero), owner: 'replica-b' })).toMatchObject({
+      pushed: 1,
+    });
+    expect(calls).toEqual([`PUT ${id}`]);
+    expect(sandbox.state.statsSnapshot().idempotentReplays).toBe(replays + 1);
+    expect(invoicesOf(tenantId)).toHaveLength(1);
+  });
+
+  it('A push a previous release attempted (no send recorded) is looked up before it is sent again', async () => {
+    const { org, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Old Release Co');
+    const id = await queuePush(handle.db, org.id, 'legacy-1');
+    // As the previous release leaves a push after a timeout: failed, one attempt, none of the new columns.
+    await handle.db.execute(
+      sql`UPDATE invoice_pushes SET status = 'failed', attempts = 1, last_error = 'timeout' WHERE id = ${id}`,
+    );
+    const { xero, calls } = recordingClient();
+    expect(await pushDueInvoices(handle.db, deps(xero))).toMatchObject({ retrying: 1 });
+    expect(await pushDueInvoices(handle.db, deps(xero))).toMatchObject({ pushed: 1 });
+    expect(calls).toEqual([`GET http://127.0.0.1:1/api/invoices/${id}`, `PUT ${id}:1`]);
+    expect(invoicesOf(tenantId)).toHaveLength(1);
+  });
 });
