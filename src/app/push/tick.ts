@@ -338,10 +338,10 @@ function recordCall(deps: PushTickDeps, push: Ready, outcome: CallOutcome): [Rec
         ];
       }
       let retryInMs = backoffMs(push.attempts, deps.backoff);
-      // Xero caches an answered error under the key ("the error will be cached and returned when the
+      // Xero caches its internal error under the key ("the error will be cached and returned when the
       // request is re-run"): resending under it inside the window only replays it. So the next claim
       // comes once the key is old enough to be looked up instead (looksUp), then a new key if absent.
-      if (push.lookup === null && outcome.answered)
+      if (push.lookup === null && outcome.cached)
         retryInMs = Math.max(retryInMs, KEY_RESEND_WITHIN_MS - (push.keyAgeMs ?? 0));
       return ['retrying', { id, status: 'failed', retryInMs, lastError: reason }];
     }

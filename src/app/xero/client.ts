@@ -39,10 +39,10 @@ export type PushOutcome = (
   /** 403: the tenant was disconnected in Xero, or the grant lacks a scope. Not transient. */
   | { kind: 'forbidden'; detail: string }
   /**
-   * The invoice may or may not exist. `answered`: Xero answered (a 5xx, or a 200 we could not read),
-   * and caches that answer under the Idempotency-Key, so a resend under the key replays it.
+   * The invoice may or may not exist. `cached`: an answer Xero keeps under the Idempotency-Key (its
+   * internal error, 500, or a 200 we could not read), so a resend under the key only replays it.
    */
-  | { kind: 'transient'; reason: string; answered?: boolean }
+  | { kind: 'transient'; reason: string; cached?: boolean }
 ) & { limits?: LimitSignals };
 
 /** What a lookup by marker found: `absent`, or `ok` with the invoice; otherwise as a push. */
@@ -328,7 +328,7 @@ async function classify(res: Response): Promise<PushOutcome> {
     if (invoiceId === ZERO_ID) return { kind: 'invalid', message: validationMessages([invoice ?? {}]) };
     return invoiceId
       ? { kind: 'ok', invoiceId }
-      : { kind: 'transient', reason: 'no InvoiceID in the answer', answered: true };
+      : { kind: 'transient', reason: 'no InvoiceID in the answer', cached: true };
   }
   if (res.status === 429) {
     await res.body?.cancel();
@@ -353,7 +353,10 @@ async function classify(res: Response): Promise<PushOutcome> {
     return { kind: 'invalid', message: validationMessages(body.Elements ?? [], body.Message) };
   }
   await res.body?.cancel();
-  return { kind: 'transient', reason: `Xero answered ${res.status}`, answered: res.status >= 500 };
+  // "If an idempotent request errors out internally, the error will be cached" (Xero's "Idempotent
+  // requests" guide): a 500 is that internal error. A 502, 503 or 504 is taken to come from in front of
+  // the key (the guide is silent; tools/xero-sandbox/README.md), so a retry under the key may help.
+  return { kind: 'transient', reason: `Xero answered ${res.status}`, cached: res.status === 500 };
 }
 
 const PROBLEMS: readonly string[] = ['minute', 'day', 'appminute', 'concurrent'];
