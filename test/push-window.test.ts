@@ -5,10 +5,14 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccessTokenCache } from '../src/app/connections/grants.js';
+import { migrations } from '../src/app/migrations.gen.js';
 import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { KEY_RESEND_WITHIN_MS, type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
-import type { DatabaseHandle } from '../src/platform/db/handle.js';
+import { loadConfig } from '../src/platform/config.js';
+import { createDriver } from '../src/platform/db/driver.js';
+import { DatabaseHandle } from '../src/platform/db/handle.js';
+import { migrate } from '../src/platform/db/migrate.js';
 import type { SecretBox } from '../src/platform/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
@@ -214,6 +218,44 @@ describe('exactly once across Xero’s six minutes', () => {
     expect(calls).toEqual([`PUT ${id}`]);
     expect(sandbox.state.statsSnapshot().idempotentReplays).toBe(replays + 1);
     expect(invoicesOf(tenantId)).toHaveLength(1);
+  });
+
+  it('Migration 0007 marks the pushes the previous release attempted as in doubt since they were created', async () => {
+    const own = await freshDatabase(cluster);
+    const driver = createDriver(loadConfig({ DATABASE_URL: own }), log);
+    await driver.ready();
+    const old = new DatabaseHandle(driver, 'app', log);
+    try {
+      const index = migrations.findIndex((m) => m.tag === '0007_push_key_window');
+      await migrate(old.pool, migrations.slice(0, index), log);
+      const { org, tenantId } = await connectedOrganization(old.db, box, sandbox, 'Before 0007 Co');
+      const [stale, recent, fresh] = [
+        await queuePush(old.db, org.id, 'before-stale'),
+        await queuePush(old.db, org.id, 'before-recent'),
+        await queuePush(old.db, org.id, 'before-fresh'),
+      ];
+      await old.db.execute(sql`
+        UPDATE invoice_pushes SET status = 'failed', attempts = 1, last_error = 'timeout',
+          created_at = now() - CASE WHEN id = ${stale} THEN interval '10 minutes' ELSE interval '1 minute' END
+        WHERE id IN (${stale}, ${recent})`);
+      await migrate(old.pool, migrations, log);
+      const row = (id: string) => pushRow(own, id);
+      expect(await row(stale)).toMatchObject({ xero_in_doubt: true, xero_key_generation: 0 });
+      expect((await row(recent)).xero_key_sent_at).not.toBeNull();
+      expect(await row(fresh)).toMatchObject({ xero_in_doubt: false, xero_key_sent_at: null });
+
+      await old.db.execute(sql`UPDATE invoice_pushes SET next_attempt_at = now()`);
+      const { xero, calls } = recordingClient();
+      await pushDueInvoices(old.db, deps(xero));
+      // The stale one is looked up (absent here); the recent one keeps its key inside the window.
+      expect(calls.sort()).toEqual(
+        [`GET http://127.0.0.1:1/api/invoices/${stale}`, `PUT ${recent}`, `PUT ${fresh}`].sort(),
+      );
+      expect(await row(stale)).toMatchObject({ status: 'failed', xero_key_generation: 1 });
+      expect(invoicesOf(tenantId)).toHaveLength(2);
+    } finally {
+      await old.close();
+    }
   });
 
   it('A push a previous release attempted (no send recorded) is looked up before it is sent again', async () => {

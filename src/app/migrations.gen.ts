@@ -100,13 +100,14 @@ export const migrations: Migration[] = [
   },
   {
     "tag": "0007_push_key_window",
-    "hash": "85c4cda361c0cacd873f127795f5cf2e4209309fa2e7acb3c49501314d3b5c8b",
+    "hash": "fe4db0628c82f9e361dc99dfe8d87aa909f5b4c387e5e7272c18f7eaea0c1b3d",
     "createdAt": 1796159681426,
     "statements": [
       "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_key_generation\" integer DEFAULT 0 NOT NULL;",
       "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_key_sent_at\" timestamp with time zone;",
       "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_in_doubt\" boolean DEFAULT false NOT NULL;",
-      "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_marker\" text;"
+      "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_marker\" text;",
+      "-- hand-written:\n-- Pushes the previous release attempted carry no record of their sends: in doubt, first sent no earlier\n-- than they were created (so their key looks older than it is, and is looked up rather than resent late).\nUPDATE \"invoice_pushes\" SET \"xero_in_doubt\" = true, \"xero_key_sent_at\" = \"created_at\"\nWHERE \"status\" IN ('queued', 'failed', 'awaiting_connection') AND \"attempts\" > 0 AND \"xero_key_sent_at\" IS NULL;"
     ]
   }
 ];

@@ -62,13 +62,14 @@ export const KEY_RESEND_WITHIN_MS = 5 * 60_000;
 
 /** Whether this claim looks the invoice up in Xero instead of sending it. */
 export function looksUp(
-  push: Pick<ClaimedPush, 'xero_in_doubt' | 'xero_key_age_ms' | 'xero_key_generation' | 'attempts'>,
+  push: Pick<ClaimedPush, 'xero_in_doubt' | 'xero_key_age_ms' | 'xero_key_generation' | 'status'>,
 ): boolean {
   const age = push.xero_key_age_ms === null ? null : Number(push.xero_key_age_ms);
   if (push.xero_in_doubt && age !== null && age >= KEY_RESEND_WITHIN_MS) return true;
-  // Attempted before (attempts counts this claim) by a release that recorded no send: when, and
-  // whether it created the invoice, are unknown.
-  return Number(push.xero_key_generation) === 0 && age === null && push.attempts > 1;
+  // Failed under its first key with no send recorded: the previous release's attempt (it records
+  // none; its rows from before the migration were marked there), so when, and whether it created
+  // the invoice, are unknown.
+  return Number(push.xero_key_generation) === 0 && age === null && push.status === 'failed';
 }
 
 // Waits Xero's documents leave to us (tools/xero-sandbox/README.md lists them): a 429 without
