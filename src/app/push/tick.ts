@@ -82,11 +82,12 @@ const DAY_PARK_FALLBACK_MS = 3_600_000;
 // test's shortened minute shortens it too).
 
 /**
- * Claims due pushes with one statement that writes a lease and looks up their connections, pushes
- * each to Xero under its stored idempotency key (the push id), and records every outcome of the batch
- * with one statement fenced on the lease. Replicas never push the same invoice at once, and the same
- * statements run over every driver, Neon's HTTP one included. Three round trips per batch in the
- * steady state (claim, Xero's rate-limit signals, settle), plus one to read tokens not yet decrypted,
+ * Claims due pushes with one statement that writes a lease and looks up their connections, records
+ * the sends about to happen (markSending), makes one Xero call per push (a send under its current
+ * Idempotency-Key, or a lookup by its marker: looksUp), and records every outcome of the batch with one
+ * statement fenced on the lease. Replicas never push the same invoice at once, and the same
+ * statements run over every driver, Neon's HTTP one included. Four round trips per batch in the
+ * steady state (claim, sends, Xero's rate-limit signals, settle), plus one to read tokens not yet decrypted,
  * one to expire tokens Xero answered 401 for and one to mark connections it answered 403 for; per push,
  * only synchronous work besides the Xero call.
  */
@@ -105,7 +106,8 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
   const used = new Map<string, number>();
 
   // Outcomes are collected and written together at the end. If the tick dies before that write, the
-  // leases expire and the pushes are retried under the same Idempotency-Key: Xero still holds each once.
+  // leases expire and the pushes are retried as markSending left them: in doubt, under the same key
+  // inside Xero's window, looked up after it.
   const settlements: Settlement[] = [];
   // Not this invoice's fault: the attempt is given back.
   const defer = (push: { id: string; attempts: number }, retryInMs: number) => {
