@@ -3,7 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tokenContext } from '../src/app/connections/grants.js';
 import { XERO_BUDGET } from '../src/app/push/budget.js';
-import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
+import { KEY_RESEND_WITHIN_MS, type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { type RefreshTickDeps, refreshExpiringTokens } from '../src/app/ticks/refresh-tokens.js';
 import { createXeroClient } from '../src/app/xero/client.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
@@ -225,28 +225,33 @@ describe('push tick', () => {
   it('backs off on 5xx and gives up after PUSH_MAX_ATTEMPTS', async () => {
     const { org, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Flaky Co');
     const id = await queuePush(handle.db, org.id, 'k-500');
-    sandbox.state.faults.add({ target: 'invoices', kind: '500', count: 2 });
+    sandbox.state.faults.add({ target: 'invoices', kind: '500', count: 1 });
     await pushDueInvoices(handle.db, pushDeps({ maxAttempts: 2 }));
     const first = await pushRow(url, id);
-    expect(first).toMatchObject({ status: 'failed', attempts: 1 });
+    expect(first).toMatchObject({ status: 'failed', attempts: 1, xero_in_doubt: true });
     const wait = new Date(first.next_attempt_at).getTime() - Date.now();
-    // Attempt 1 waits between half and all of the 30 s base.
-    expect(wait).toBeGreaterThan(13_000);
-    expect(wait).toBeLessThan(31_000);
+    // Xero caches the 500 under the key: no resend before the key is old enough to be looked up.
+    expect(wait).toBeGreaterThan(KEY_RESEND_WITHIN_MS - 15_000);
+    expect(wait).toBeLessThanOrEqual(KEY_RESEND_WITHIN_MS);
 
+    // Forced early, the resend under the same key gets Xero's cached 500 again.
+    const replays = sandbox.state.statsSnapshot().idempotentReplays;
     await makeDue(id);
     await pushDueInvoices(handle.db, pushDeps({ maxAttempts: 2 }));
     const row = await pushRow(url, id);
     expect(row).toMatchObject({ status: 'dead', attempts: 2 });
-    expect(row.last_error).toMatch(/gave up after 2 attempts/);
+    expect(row.last_error).toMatch(/gave up after 2 attempts: Xero answered 500; the invoice may exist/);
+    expect(sandbox.state.statsSnapshot().idempotentReplays).toBe(replays + 1);
     expect(created(tenantId)).toBe(0);
   });
 
   it('leaves a push leased by a live replica alone, and takes it over once the lease expires', async () => {
     const { org, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Lease Co');
     const id = await queuePush(handle.db, org.id, 'k-lease');
+    // As the crashed replica left it: claimed, and its send recorded as in doubt (in-doubt.ts).
     await handle.db.execute(
-      sql`UPDATE invoice_pushes SET lease_owner = 'crashed-replica', lease_expires_at = now() + interval '1 minute', attempts = 1 WHERE id = ${id}`,
+      sql`UPDATE invoice_pushes SET lease_owner = 'crashed-replica', lease_expires_at = now() + interval '1 minute', attempts = 1,
+            xero_key_sent_at = now(), xero_in_doubt = true WHERE id = ${id}`,
     );
     await pushDueInvoices(handle.db, pushDeps());
     expect(await pushRow(url, id)).toMatchObject({ status: 'queued', lease_owner: 'crashed-replica' });

@@ -369,6 +369,46 @@ describe('the Worker in workerd', () => {
     expect(grant.rows[0].refresh_token_enc.startsWith(`k1.${kid}.`)).toBe(true);
   });
 
+  it("after a lost answer and Xero's six minutes, scheduled() finds the invoice by its marker", async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    const handle = await openDatabase(url, log);
+    const { org, tenantId } = await connectedOrganization(
+      handle.db,
+      await testBox(),
+      sandbox,
+      'Late Cron Co',
+    );
+    const id = await queuePush(handle.db, org.id, 'late-cron-1');
+    await handle.close();
+    const mf = worker({ DATABASE_URL: neonUrl(url), ...sandboxEnv(sandbox) });
+    const db = new pg.Client(url);
+    await db.connect();
+    try {
+      const row = async () =>
+        (await db.query('SELECT * FROM invoice_pushes WHERE id = $1', [id])).rows[0] as Record<
+          string,
+          unknown
+        >;
+      sandbox.state.faults.add({ target: 'invoices', kind: 'drop', count: 1 });
+      await scheduled(mf);
+      expect(await row()).toMatchObject({ status: 'failed', xero_in_doubt: true });
+      // Seven minutes pass on both sides: Xero has forgotten the key.
+      sandbox.state.clock.advance(7 * 60_000);
+      await db.query(
+        `UPDATE invoice_pushes SET xero_key_sent_at = xero_key_sent_at - interval '7 minutes', next_attempt_at = now() WHERE id = $1`,
+        [id],
+      );
+      await scheduled(mf);
+      const invoices = [...(sandbox.state.tenants.get(tenantId)?.invoices.values() ?? [])];
+      expect(invoices).toHaveLength(1);
+      expect(await row()).toMatchObject({ status: 'pushed', xero_invoice_id: invoices[0]?.InvoiceID });
+      expect(invoices[0]?.Url).toBe((await row()).xero_marker);
+    } finally {
+      await db.end();
+    }
+  });
+
   it("scheduled() and two server processes share one tenant's budget: its minute's 60, at most 5 in flight", async () => {
     const url = await freshDatabase(cluster);
     const { log } = captureLog();

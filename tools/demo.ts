@@ -1,6 +1,6 @@
 // `npm run demo`: the whole system on one machine. Starts the Xero sandbox and the server on the
 // embedded database, creates an organization, connects it through the real OAuth flow, submits a few
-// invoices (the first push meets an injected Xero 500) and prints each invoice's journey to `pushed`.
+// invoices (the first push meets an injected Xero 503) and prints each invoice's journey to `pushed`.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -76,8 +76,8 @@ async function main(): Promise<void> {
     `connected to Xero tenant "${connected.connected[0]?.tenantName}" through a one-time link and the OAuth flow (PKCE, browser-bound); tokens stored encrypted`,
   );
 
-  sandbox.state.faults.add({ target: 'invoices', kind: '500', count: 1 });
-  say('injected a Xero 500 for the next invoice call');
+  sandbox.state.faults.add({ target: 'invoices', kind: '503', count: 1 });
+  say('injected a Xero 503 for the next invoice call');
   const ids: string[] = [];
   for (const [n, customer] of ['Aroha Cafe', 'Kauri Builders', 'Tui Books'].entries()) {
     const res = await fetch(`${base}/api/invoices`, {

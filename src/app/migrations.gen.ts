@@ -119,8 +119,20 @@ export const migrations: Migration[] = [
       "ALTER TABLE \"xero_grants\" ADD COLUMN \"refresh_failures\" integer DEFAULT 0 NOT NULL;",
       "ALTER TABLE \"xero_grants\" ADD COLUMN \"refresh_retry_at\" timestamp with time zone;"
     ]
+  },
+  {
+    "tag": "0009_push_key_window",
+    "hash": "fe4db0628c82f9e361dc99dfe8d87aa909f5b4c387e5e7272c18f7eaea0c1b3d",
+    "createdAt": 1796160998266,
+    "statements": [
+      "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_key_generation\" integer DEFAULT 0 NOT NULL;",
+      "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_key_sent_at\" timestamp with time zone;",
+      "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_in_doubt\" boolean DEFAULT false NOT NULL;",
+      "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_marker\" text;",
+      "-- hand-written:\n-- Pushes the previous release attempted carry no record of their sends: in doubt, first sent no earlier\n-- than they were created (so their key looks older than it is, and is looked up rather than resent late).\nUPDATE \"invoice_pushes\" SET \"xero_in_doubt\" = true, \"xero_key_sent_at\" = \"created_at\"\nWHERE \"status\" IN ('queued', 'failed', 'awaiting_connection') AND \"attempts\" > 0 AND \"xero_key_sent_at\" IS NULL;"
+    ]
   }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestMigrationAt = 1796160638704;
+export const latestMigrationAt = 1796160998266;

@@ -1,5 +1,16 @@
 import { sql } from 'drizzle-orm';
-import { check, index, integer, jsonb, pgTable, text, timestamp, unique, uuid } from 'drizzle-orm/pg-core';
+import {
+  boolean,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  text,
+  timestamp,
+  unique,
+  uuid,
+} from 'drizzle-orm/pg-core';
 
 export { healthHeartbeat } from '../platform/db/heartbeat.js';
 export { tickHealth } from '../platform/jobs/tick-health-table.js';
@@ -139,6 +150,14 @@ export const invoicePushes = pgTable(
     leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true }),
     lastError: text('last_error'),
     xeroInvoiceId: text('xero_invoice_id'),
+    // Xero keeps an Idempotency-Key for 6 minutes only (docs/ticks.md): the key in use is the push id
+    // (generation 0) or `<push id>:<generation>`, and when it was first sent.
+    xeroKeyGeneration: integer('xero_key_generation').notNull().default(0),
+    xeroKeySentAt: timestamp('xero_key_sent_at', { withTimezone: true }),
+    // An attempt under the current key may have created the invoice (timeout, lost answer, 5xx).
+    xeroInDoubt: boolean('xero_in_doubt').notNull().default(false),
+    // The invoice's `Url` as first sent, searchable with GET Invoices `where` (docs/xero.md).
+    xeroMarker: text('xero_marker'),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },

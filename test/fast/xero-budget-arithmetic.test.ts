@@ -110,7 +110,7 @@ function heldXero() {
       maxInFlight = Math.max(maxInFlight, inFlight);
       return new Promise<PushOutcome>((resolve, reject) => {
         calls.push({
-          push: { id, tenantId, token, invoice },
+          push: { id, tenantId, token, key: id, invoice, lookup: null },
           answer: (outcome = { kind: 'ok', invoiceId: `inv-${id}` }) => {
             inFlight -= 1;
             resolve(outcome);
@@ -137,7 +137,14 @@ function recorder() {
 }
 
 const pushesOf = (tenantId: string, n: number): ReadyPush[] =>
-  Array.from({ length: n }, (_, i) => ({ id: `${tenantId}${i + 1}`, tenantId, token: 't', invoice: {} }));
+  Array.from({ length: n }, (_, i) => ({
+    id: `${tenantId}${i + 1}`,
+    tenantId,
+    token: 't',
+    key: `${tenantId}${i + 1}`,
+    invoice: {},
+    lookup: null,
+  }));
 
 const settled = () => new Promise((r) => setTimeout(r, 0));
 

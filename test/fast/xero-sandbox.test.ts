@@ -78,3 +78,112 @@ describe('PKCE (RFC 7636), as Xero checks it', () => {
     expect(((await ok.json()) as { refresh_token?: string }).refresh_token).toBeTruthy();
   });
 });
+
+// Xero's "Idempotent requests" guide: "keys are stored for 6 minutes from the time of the first call,
+// after which they expire"; "Key re-use is procesed per app"; an internal error "will be cached and
+// returned when the request is re-run".
+describe('Idempotency-Key as Xero keeps it', () => {
+  const MINUTE = 60_000;
+
+  function session(tenants = 1) {
+    // A still base clock: only advance() moves the sandbox's time, to the millisecond.
+    const start = Date.now();
+    const { app, state } = createXeroSandbox({ now: () => start });
+    const ids = Array.from({ length: tenants }, (_, i) => state.createTenant({ name: `T${i}` }).id);
+    const { tokens } = state.createGrant({ tenantIds: ids });
+    const fetchSandbox = inProcessFetch(app);
+    const headers = (tenantId: string, key?: string) => ({
+      authorization: `Bearer ${tokens.access_token}`,
+      'xero-tenant-id': tenantId,
+      ...(key ? { 'idempotency-key': key } : {}),
+    });
+    const put = (key?: string, tenantId = ids[0] as string, invoice = sandboxInvoice()) =>
+      fetchSandbox('/api.xro/2.0/Invoices', {
+        method: 'PUT',
+        headers: headers(tenantId, key),
+        body: JSON.stringify({ Invoices: [invoice] }),
+      });
+    const get = async (query: Record<string, string>, tenantId = ids[0] as string) => {
+      const res = await fetchSandbox(`/api.xro/2.0/Invoices?${new URLSearchParams(query)}`, {
+        headers: headers(tenantId),
+      });
+      return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+    };
+    const created = () => Object.values(state.stats.invoicesCreated).reduce((a, b) => a + b, 0);
+    return { state, ids, put, get, created };
+  }
+
+  it('keeps a key for 6 minutes from its first call; a replay does not extend it; then it is new', async () => {
+    const { state, put, created } = session();
+    expect((await put('k')).status).toBe(200);
+    state.clock.advance(5 * MINUTE);
+    const replay = await put('k');
+    expect(replay.headers.get('x-xero-sandbox-idempotent-replay')).toBe('true');
+    state.clock.advance(MINUTE - 1);
+    expect((await put('k')).headers.get('x-xero-sandbox-idempotent-replay')).toBe('true');
+    expect(created()).toBe(1);
+    state.clock.advance(1); // 6 minutes after the first call, though 1 minute after the last replay
+    const again = await put('k');
+    expect(again.status).toBe(200);
+    expect(again.headers.get('x-xero-sandbox-idempotent-replay')).toBeNull();
+    expect(created()).toBe(2);
+  });
+
+  it("keeps keys per app: the same key for another of the app's tenants is a different request", async () => {
+    const { ids, put, created } = session(2);
+    expect((await put('shared', ids[0])).status).toBe(200);
+    const other = await put('shared', ids[1]);
+    expect(other.status).toBe(400);
+    expect(JSON.stringify(await other.json())).toMatch(/different request/);
+    expect(created()).toBe(1);
+  });
+
+  it('caches an internal 500 under its key and replays it inside the window; unkeyed, nothing is kept', async () => {
+    const { state, put, created } = session();
+    state.faults.add({ target: 'invoices', kind: '500' });
+    expect((await put('k500')).status).toBe(500);
+    // The internal error is resolved, but Xero answers from the key.
+    const replay = await put('k500');
+    expect(replay.status).toBe(500);
+    expect(replay.headers.get('x-xero-sandbox-idempotent-replay')).toBe('true');
+    expect(created()).toBe(0);
+    state.clock.advance(6 * MINUTE);
+    expect((await put('k500')).status).toBe(200);
+    expect(created()).toBe(1);
+
+    state.faults.add({ target: 'invoices', kind: '500' });
+    expect((await put()).status).toBe(500);
+    expect((await put()).status).toBe(200);
+    expect(state.stats).toMatchObject({ idempotentReplays: 1, faultsFired: { 500: 2 } });
+  });
+
+  it('finds an invoice by its Url with where, and pages as the spec does', async () => {
+    const { put, get } = session();
+    const url = (n: number) => `https://importer.example/api/invoices/${n}`;
+    for (let n = 1; n <= 5; n++)
+      expect((await put(`u${n}`, undefined, sandboxInvoice({ Url: url(n) }))).status).toBe(200);
+    expect((await put('plain')).status).toBe(200); // no Url
+
+    const found = await get({ where: `Url=="${url(3)}"`, page: '1' });
+    expect(found.status).toBe(200);
+    const invoices = found.body.Invoices as { Url?: string; InvoiceID: string }[];
+    expect(invoices.map((i) => i.Url)).toEqual([url(3)]);
+    expect(found.body.pagination).toEqual({ page: 1, pageSize: 100, pageCount: 1, itemCount: 1 });
+    expect((await get({ where: `Url=="${url(9)}"`, page: '1' })).body.Invoices).toEqual([]);
+    // An invoice without a Url is null there: it matches no string, and `!=null` leaves it out.
+    expect((await get({ where: 'Url!=null' })).body.Invoices).toHaveLength(5);
+
+    const second = await get({ where: 'Url!=null AND Type=="ACCREC"', page: '2', pageSize: '2' });
+    expect(second.body.pagination).toEqual({ page: 2, pageSize: 2, pageCount: 3, itemCount: 5 });
+    expect((second.body.Invoices as { Url: string }[]).map((i) => i.Url)).toEqual([url(3), url(4)]);
+    expect((await get({ where: 'Url.Contains("3")' })).status).toBe(400);
+  });
+
+  it('refuses a Url that is not an absolute http(s) URL', async () => {
+    const { put, created } = session();
+    const res = await put('bad-url', undefined, sandboxInvoice({ Url: 'not a url' }));
+    expect(res.status).toBe(400);
+    expect(JSON.stringify(await res.json())).toMatch(/Url must be an absolute http or https URL/);
+    expect(created()).toBe(0);
+  });
+});

@@ -20,6 +20,7 @@ export function asSdkInvoice(payload: XeroInvoicePayload): Invoice {
     ...(payload.DueDate === undefined ? {} : { dueDate: payload.DueDate }),
     currencyCode: CurrencyCode[payload.CurrencyCode as keyof typeof CurrencyCode],
     ...(payload.Reference === undefined ? {} : { reference: payload.Reference }),
+    ...(payload.Url === undefined ? {} : { url: payload.Url }),
   };
 }
 

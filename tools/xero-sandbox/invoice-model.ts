@@ -37,6 +37,8 @@ export interface Invoice {
   InvoiceNumber: string;
   Type: InvoiceType;
   Reference: string;
+  /** "URL link to a source document" (xero_accounting.yaml `Invoice.Url`); '' when none. */
+  Url: string;
   Status: InvoiceStatus;
   LineAmountTypes: LineAmountTypes;
   ContactID: string;
@@ -57,6 +59,7 @@ export interface InvoiceDraft {
   contact: { contactId: string } | { name: string; email: string | null };
   invoiceNumber: string | null;
   reference: string;
+  url: string;
   status: InvoiceStatus;
   lineAmountTypes: LineAmountTypes;
   date: number;
@@ -115,6 +118,17 @@ function text(value: unknown): string | null {
   if (typeof value === 'string') return value.trim() === '' ? null : value.trim();
   if (typeof value === 'number') return String(value);
   return null;
+}
+
+/** The sandbox's check of `Url` (Xero documents none): an absolute http(s) URL, at most 2,000 characters. */
+function isHttpUrl(value: string): boolean {
+  if (value.length > 2000) return false;
+  try {
+    const { protocol } = new URL(value);
+    return protocol === 'http:' || protocol === 'https:';
+  } catch {
+    return false;
+  }
 }
 
 /** `undefined` when absent, `null` when present but not a number; numeric strings are accepted as Xero does. */
@@ -210,6 +224,9 @@ export function checkInvoice(
     invoiceNumber = null;
   }
 
+  const url = text(input.Url);
+  if (url !== null && !isHttpUrl(url)) errors.push('Url must be an absolute http or https URL');
+
   const lineItems: InvoiceDraft['lineItems'] = [];
   if (!Array.isArray(input.LineItems) || input.LineItems.length === 0) {
     errors.push('At least one line item must be specified');
@@ -289,6 +306,7 @@ export function checkInvoice(
       contact,
       invoiceNumber,
       reference: text(input.Reference) ?? '',
+      url: url ?? '',
       status: status as InvoiceStatus,
       lineAmountTypes: lineAmountTypes as LineAmountTypes,
       date: date ?? startOfUtcDay(now),
@@ -342,6 +360,7 @@ export function storeInvoice(tenant: Tenant, draft: InvoiceDraft, now: number): 
     InvoiceNumber: number,
     Type: draft.type,
     Reference: draft.reference,
+    Url: draft.url,
     Status: draft.status,
     LineAmountTypes: draft.lineAmountTypes,
     ContactID: contact.ContactID,
@@ -385,6 +404,7 @@ export function invoiceJson(tenant: Tenant, invoice: Invoice): Record<string, un
     InvoiceID: invoice.InvoiceID,
     InvoiceNumber: invoice.InvoiceNumber,
     Reference: invoice.Reference,
+    ...(invoice.Url === '' ? {} : { Url: invoice.Url }),
     Payments: [],
     CreditNotes: [],
     Prepayments: [],

@@ -1,7 +1,16 @@
 // The Invoices endpoints: create (PUT, or POST) with Idempotency-Key replay, get one, list.
 import { type Context, Hono } from 'hono';
 import { type ApiEnv, envelope, requireScope } from './api-guards.js';
-import { json, notFound, postDataInvalid, problem, validationBody, validationException } from './errors.js';
+import {
+  json,
+  notFound,
+  postDataInvalid,
+  problem,
+  serverError,
+  validationBody,
+  validationException,
+} from './errors.js';
+import { isInternalFault } from './faults.js';
 import { canonicalJson, IDEMPOTENCY_KEY_MAX } from './idempotency.js';
 import { checkInvoice, invoiceJson, rejectedInvoiceJson, storeInvoice } from './invoice-model.js';
 import { listFilter, parseWhere } from './invoice-query.js';
@@ -9,7 +18,10 @@ import type { SandboxState } from './state.js';
 
 const WRITE_SCOPES = ['accounting.transactions', 'accounting.invoices'];
 const READ_SCOPES = [...WRITE_SCOPES, 'accounting.transactions.read', 'accounting.invoices.read'];
+/** GET /Invoices `page`: "Up to 100 invoices will be returned in a single API call" by default. */
 const PAGE_SIZE = 100;
+/** The spec's `pageSize` names no maximum; the sandbox's choice (README). */
+const MAX_PAGE_SIZE = 1000;
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
@@ -23,8 +35,13 @@ function parseJson(raw: string): { ok: true; value: unknown } | { ok: false } {
   }
 }
 
-/** Runs a create request for real (no idempotency involved). */
+/** Runs a create request for real (no idempotency involved); a pending internal `500` fails it instead. */
 function createInvoices(state: SandboxState, c: Context<ApiEnv>, raw: string): Response {
+  if (isInternalFault(state.faults.peek('invoices'), c.req.method, 'invoices')) {
+    state.faults.take('invoices');
+    state.stats.faultsFired['500'] += 1;
+    return serverError();
+  }
   const tenant = c.get('tenant');
   const parsed = parseJson(raw);
   if (!parsed.ok) return postDataInvalid('Invalid JSON data: the request body could not be parsed');
@@ -65,10 +82,11 @@ function createInvoices(state: SandboxState, c: Context<ApiEnv>, raw: string): R
 }
 
 /**
- * Idempotency-Key: the first request with a key runs and its response (200 or 400) is stored for 24 h;
- * a retry with the same key and the same request (method, path, query, JSON body ignoring key order)
- * gets the stored response. The same key with a different request is refused with 400, and a retry
- * while the first is still running with 409.
+ * Idempotency-Key, per app (the token's client): the first request with a key runs, and its response
+ * (200, a validation 400, or an internal 500) is stored for 6 minutes from that first call; a retry
+ * with the same key and the same request (tenant, method, path, query, JSON body ignoring key order)
+ * gets the stored response. After 6 minutes the key is new again. The same key with a different
+ * request is refused with 400, and a retry while the first is still running with 409.
  */
 async function createWithIdempotency(state: SandboxState, c: Context<ApiEnv>): Promise<Response> {
   const raw = await c.req.text();
@@ -81,8 +99,9 @@ async function createWithIdempotency(state: SandboxState, c: Context<ApiEnv>): P
   const parsed = parseJson(raw);
   const url = new URL(c.req.url);
   url.searchParams.sort();
-  const fingerprint = `${c.req.method} ${url.pathname}?${url.searchParams} ${parsed.ok ? canonicalJson(parsed.value) : raw}`;
-  const claim = state.idempotency.claim(tenant.id, key, fingerprint, state.now());
+  const fingerprint = `${tenant.id} ${c.req.method} ${url.pathname}?${url.searchParams} ${parsed.ok ? canonicalJson(parsed.value) : raw}`;
+  const app = c.get('grant').clientId;
+  const claim = state.idempotency.claim(app, key, fingerprint, state.now());
   switch (claim.kind) {
     case 'replay':
       state.stats.idempotentReplays += 1;
@@ -105,19 +124,14 @@ async function createWithIdempotency(state: SandboxState, c: Context<ApiEnv>): P
   try {
     response = createInvoices(state, c, raw);
   } catch (error) {
-    state.idempotency.abandon(tenant.id, key);
+    state.idempotency.abandon(app, key);
     throw error;
   }
-  state.idempotency.complete(
-    tenant.id,
-    key,
-    {
-      status: response.status,
-      body: await response.clone().text(),
-      contentType: response.headers.get('content-type') ?? 'application/json; charset=utf-8',
-    },
-    state.now(),
-  );
+  state.idempotency.complete(app, key, {
+    status: response.status,
+    body: await response.clone().text(),
+    contentType: response.headers.get('content-type') ?? 'application/json; charset=utf-8',
+  });
   return response;
 }
 
@@ -138,15 +152,32 @@ export function invoiceRoutes(state: SandboxState): Hono<ApiEnv> {
       return json(400, {
         ErrorNumber: 16,
         Type: 'QueryParseException',
-        Message: 'The sandbox supports only Field=="value" terms joined by AND in where',
+        Message:
+          'The sandbox supports only Field=="value", Field!=null and Field=Guid("...") terms joined by AND in where',
       });
     }
     const filter = listFilter(query);
-    let invoices = [...tenant.invoices.values()].filter((i) => filter(i, tenant) && where(i, tenant));
+    const matching = [...tenant.invoices.values()].filter((i) => filter(i, tenant) && where(i, tenant));
     const page = Number(query.page);
-    if (Number.isInteger(page) && page >= 1)
-      invoices = invoices.slice((page - 1) * PAGE_SIZE, page * PAGE_SIZE);
-    return json(200, envelope(state, { Invoices: invoices.map((i) => invoiceJson(tenant, i)) }));
+    if (!(Number.isInteger(page) && page >= 1)) {
+      return json(200, envelope(state, { Invoices: matching.map((i) => invoiceJson(tenant, i)) }));
+    }
+    // Paged as the spec's example answer is: `pagination` beside the page's invoices.
+    const asked = Number(query.pageSize);
+    const pageSize = Number.isInteger(asked) && asked >= 1 ? Math.min(asked, MAX_PAGE_SIZE) : PAGE_SIZE;
+    const invoices = matching.slice((page - 1) * pageSize, page * pageSize);
+    return json(
+      200,
+      envelope(state, {
+        pagination: {
+          page,
+          pageSize,
+          pageCount: Math.ceil(matching.length / pageSize),
+          itemCount: matching.length,
+        },
+        Invoices: invoices.map((i) => invoiceJson(tenant, i)),
+      }),
+    );
   });
 
   // Xero accepts an InvoiceID or an InvoiceNumber here.

@@ -23,6 +23,13 @@ export interface ClaimedPush {
   token_version: number | null;
   /** An access token is stored and outlives the next few seconds. */
   token_fresh: boolean | null;
+  /** `queued` or `failed`, as the claim found it. */
+  status: string;
+  /** The Idempotency-Key's generation, and how long ago (ms, database clock) it was first sent. */
+  xero_key_generation: number;
+  xero_key_age_ms: number | null;
+  xero_in_doubt: boolean;
+  xero_marker: string | null;
 }
 
 /** Budget a claim took for one tenant: the settle gives back the slots, and whatever went unused. */
@@ -146,7 +153,8 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
           updated_at = now()
         FROM stamp
         WHERE id = ANY(ARRAY(SELECT id FROM picked UNION ALL SELECT id FROM orphans UNION ALL SELECT id FROM unsendable))
-        RETURNING id, connection_id, payload, attempts, next_attempt_at),
+        RETURNING id, connection_id, payload, attempts, next_attempt_at, status, xero_key_generation, xero_in_doubt,
+                  xero_marker, (extract(epoch FROM now() - xero_key_sent_at) * 1000)::float8 AS xero_key_age_ms),
       app_spent AS (
         UPDATE xero_app_limits a SET
           budget_minute = xero_budget_add(app.minute, stamp.at, (SELECT coalesce(sum(n), 0) FROM granted)::int),
@@ -155,7 +163,7 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
         RETURNING 1)
       SELECT 'push' AS kind, p.id, p.connection_id, p.payload, p.attempts, c.tenant_id, c.grant_id, c.active,
              c.token_version, c.token_fresh, NULL::int AS granted, NULL::text AS slot_us, NULL::text AS claim_us,
-             p.next_attempt_at
+             p.next_attempt_at, p.status, p.xero_key_generation, p.xero_key_age_ms, p.xero_in_doubt, p.xero_marker
       FROM claimed p LEFT JOIN LATERAL (
         SELECT xc.tenant_id, xc.grant_id, (xc.status = 'active' AND g.status = 'active') AS active, g.token_version,
                (g.access_token_enc IS NOT NULL AND g.access_expires_at > now() + interval '5 seconds') AS token_fresh
@@ -164,7 +172,7 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
       UNION ALL
       SELECT 'grant', NULL, gr.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, gr.n,
              (extract(epoch FROM stamp.slot) * 1000000)::bigint::text, (extract(epoch FROM stamp.at) * 1000000)::bigint::text,
-             NULL
+             NULL, NULL, NULL, NULL, NULL, NULL
       FROM granted gr CROSS JOIN stamp
       WHERE (SELECT count(*) FROM app_spent) >= 0
       ORDER BY kind DESC, next_attempt_at`),

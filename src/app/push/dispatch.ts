@@ -1,17 +1,22 @@
-import type { PushOutcome, XeroClient } from '../xero/client.js';
+import type { LookupOutcome, PushOutcome, XeroClient } from '../xero/client.js';
 
-/** A claimed push ready to send. */
+/** A claimed push ready for its one Xero call: a send under its key, or a lookup by its marker. */
 export interface ReadyPush {
-  /** The push id, sent as the Idempotency-Key on every attempt. */
   id: string;
   tenantId: string;
   token: string;
+  /** The Idempotency-Key: the push id, or `<push id>:<generation>` (client.ts idempotencyKeyOf). */
+  key: string;
   /** In Xero's shape. */
   invoice: unknown;
+  /** Set: look the invoice up by this marker instead of sending it (tick.ts says when). */
+  lookup: string | null;
 }
 
+export type CallOutcome = PushOutcome | LookupOutcome;
+
 export interface DispatchHandlers<P> {
-  done(push: P, outcome: PushOutcome): void;
+  done(push: P, outcome: CallOutcome): void;
   /** The client threw (it classifies every answer, so this is a bug or the process failing). */
   failed(push: P, err: unknown): void;
   /** Not sent: its budget's time to start ran out. Try again after `retryInMs`. */
@@ -54,9 +59,12 @@ export function dispatchPushes<P extends ReadyPush>(
     };
     const send = (push: P) => {
       inFlight += 1;
-      let call: Promise<PushOutcome>;
+      let call: Promise<CallOutcome>;
       try {
-        call = xero.putInvoice(push.token, push.tenantId, push.id, push.invoice);
+        call =
+          push.lookup === null
+            ? xero.putInvoice(push.token, push.tenantId, push.key, push.invoice)
+            : xero.findInvoice(push.token, push.tenantId, push.lookup);
       } catch (err) {
         call = Promise.reject(err);
       }

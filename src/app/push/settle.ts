@@ -10,6 +10,13 @@ export interface Settlement {
   attempts?: number;
   lastError?: string;
   xeroInvoiceId?: string;
+  /** Whether an attempt under the current Idempotency-Key may have created the invoice. */
+  inDoubt?: boolean;
+  /**
+   * `new`: a lookup found no invoice, so the next send uses the next key (generation + 1, not yet
+   * sent, not in doubt). `unsent`: the key marked as sent before the call was not sent after all.
+   */
+  key?: 'new' | 'unsent';
 }
 
 /**
@@ -67,6 +74,9 @@ export async function settlePushes(
         next_attempt_at = CASE WHEN v.retry_ms IS NULL THEN p.next_attempt_at
                                ELSE now() + v.retry_ms * interval '1 millisecond' END,
         xero_invoice_id = coalesce(v.xero_id, p.xero_invoice_id),
+        xero_key_generation = p.xero_key_generation + CASE WHEN v.key = 'new' THEN 1 ELSE 0 END,
+        xero_key_sent_at = CASE WHEN v.key IN ('new', 'unsent') THEN NULL ELSE p.xero_key_sent_at END,
+        xero_in_doubt = CASE WHEN v.key = 'new' THEN false ELSE coalesce(v.in_doubt, p.xero_in_doubt) END,
         last_error = CASE WHEN v.xero_id IS NOT NULL THEN NULL ELSE coalesce(v.last_error, p.last_error) END,
         lease_owner = NULL,
         lease_expires_at = NULL,
@@ -78,8 +88,10 @@ export async function settlePushes(
         ${column((s) => (s.retryInMs === undefined ? null : Math.round(s.retryInMs)))}::bigint[],
         ${column((s) => s.lastError ?? null)}::text[],
         ${column((s) => s.xeroInvoiceId ?? null)}::text[],
+        ${column((s) => s.inDoubt ?? null)}::boolean[],
+        ${column((s) => s.key ?? null)}::text[],
         ${column(() => owner)}::text[]
-      ) AS v(id, status, attempts, retry_ms, last_error, xero_id, owner)
+      ) AS v(id, status, attempts, retry_ms, last_error, xero_id, in_doubt, key, owner)
         LEFT JOIN app ON true
         LEFT JOIN (SELECT (SELECT count(*) FROM released) + (SELECT count(*) FROM app_released) AS n) budget ON true
       WHERE p.id = v.id AND p.lease_owner = v.owner AND p.id = ANY(${column((s) => s.id)}::uuid[])`);

@@ -3,10 +3,11 @@ import type { Database } from '../../platform/db/types.js';
 import type { Logger } from '../../platform/log.js';
 import type { SecretBox } from '../../platform/secret-box.js';
 import { AccessTokenCache, accessTokens } from '../connections/grants.js';
-import { type PushOutcome, type StoredInvoice, toXeroInvoice, type XeroClient } from '../xero/client.js';
+import { idempotencyKeyOf, type StoredInvoice, toXeroInvoice, type XeroClient } from '../xero/client.js';
 import type { XeroBudget } from './budget.js';
 import { type ClaimedPush, claimPushes } from './claim.js';
-import { dispatchPushes, type ReadyPush } from './dispatch.js';
+import { type CallOutcome, dispatchPushes, type ReadyPush } from './dispatch.js';
+import { markSending } from './in-doubt.js';
 import { type Settlement, settlePushes } from './settle.js';
 import {
   type AppSignals,
@@ -44,6 +45,31 @@ interface Ready extends ReadyPush {
   connectionId: string;
   grantId: string;
   attempts: number;
+  /** As the claim found it: an earlier attempt under this key may have created the invoice. */
+  inDoubt: boolean;
+  /** How long ago this key was first sent (database clock); null: never. */
+  keyAgeMs: number | null;
+  marker: string;
+}
+
+/**
+ * Xero keeps an Idempotency-Key "for 6 minutes from the time of the first call, after which they
+ * expire", and then "will instead be processed as a new key" (developer.xero.com, "Idempotent
+ * requests"). A push in doubt is resent under its key only while the key is younger than this; after,
+ * it is looked up by its marker first. The minute left over covers the send's own time in flight.
+ */
+export const KEY_RESEND_WITHIN_MS = 5 * 60_000;
+
+/** Whether this claim looks the invoice up in Xero instead of sending it. */
+export function looksUp(
+  push: Pick<ClaimedPush, 'xero_in_doubt' | 'xero_key_age_ms' | 'xero_key_generation' | 'status'>,
+): boolean {
+  const age = push.xero_key_age_ms === null ? null : Number(push.xero_key_age_ms);
+  if (push.xero_in_doubt && age !== null && age >= KEY_RESEND_WITHIN_MS) return true;
+  // Failed under its first key with no send recorded: the previous release's attempt (it records
+  // none; its rows from before the migration were marked there), so when, and whether it created
+  // the invoice, are unknown.
+  return Number(push.xero_key_generation) === 0 && age === null && push.status === 'failed';
 }
 
 // Waits Xero's documents leave to us (tools/xero-sandbox/README.md lists them): a 429 without
@@ -56,11 +82,12 @@ const DAY_PARK_FALLBACK_MS = 3_600_000;
 // test's shortened minute shortens it too).
 
 /**
- * Claims due pushes with one statement that writes a lease and looks up their connections, pushes
- * each to Xero under its stored idempotency key (the push id), and records every outcome of the batch
- * with one statement fenced on the lease. Replicas never push the same invoice at once, and the same
- * statements run over every driver, Neon's HTTP one included. Three round trips per batch in the
- * steady state (claim, Xero's rate-limit signals, settle), plus one to read tokens not yet decrypted,
+ * Claims due pushes with one statement that writes a lease and looks up their connections, records
+ * the sends about to happen (markSending), makes one Xero call per push (a send under its current
+ * Idempotency-Key, or a lookup by its marker: looksUp), and records every outcome of the batch with one
+ * statement fenced on the lease. Replicas never push the same invoice at once, and the same
+ * statements run over every driver, Neon's HTTP one included. Four round trips per batch in the
+ * steady state (claim, sends, Xero's rate-limit signals, settle), plus one to read tokens not yet decrypted,
  * one to expire tokens Xero answered 401 for and one to mark connections it answered 403 for; per push,
  * only synchronous work besides the Xero call.
  */
@@ -79,11 +106,23 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
   const used = new Map<string, number>();
 
   // Outcomes are collected and written together at the end. If the tick dies before that write, the
-  // leases expire and the pushes are retried under the same Idempotency-Key: Xero still holds each once.
+  // leases expire and the pushes are retried as markSending left them: in doubt, under the same key
+  // inside Xero's window, looked up after it.
   const settlements: Settlement[] = [];
   // Not this invoice's fault: the attempt is given back.
   const defer = (push: { id: string; attempts: number }, retryInMs: number) => {
     settlements.push({ id: push.id, retryInMs, attempts: push.attempts - 1 });
+    result.deferred += 1;
+  };
+  // Not sent after all (its time to start ran out): what markSending wrote is taken back.
+  const deferReady = (push: Ready, retryInMs: number) => {
+    settlements.push({
+      id: push.id,
+      retryInMs,
+      attempts: push.attempts - 1,
+      inDoubt: push.inDoubt,
+      ...(push.keyAgeMs === null && push.lookup === null ? { key: 'unsent' as const } : {}),
+    });
     result.deferred += 1;
   };
   const internalError = (push: { id: string; attempts: number }, err: unknown) => {
@@ -115,7 +154,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
   const tokens = versions.size
     ? await accessTokens(db, deps.box, deps.tokens ?? new AccessTokenCache(), versions, cached)
     : new Map<string, string | Error>();
-  const ready: Ready[] = [];
+  const prepared: Ready[] = [];
   const unopened = new Set<string>();
   for (const push of sendable) {
     const connectionId = push.connection_id as string;
@@ -135,20 +174,32 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
       defer(push, 60_000);
     } else {
       try {
-        ready.push({
+        // The marker as first sent: the same request under the same key, whatever the config became.
+        const marker = push.xero_marker ?? deps.xero.marker(push.id);
+        const lookup = looksUp(push);
+        prepared.push({
           id: push.id,
           tenantId: push.tenant_id as string,
           token,
-          invoice: toXeroInvoice(push.payload as StoredInvoice),
+          key: idempotencyKeyOf(push.id, Number(push.xero_key_generation)),
+          invoice: lookup ? null : toXeroInvoice(push.payload as StoredInvoice, marker),
+          lookup: lookup ? marker : null,
           connectionId,
           grantId,
           attempts: push.attempts,
+          inDoubt: push.xero_in_doubt,
+          keyAgeMs: push.xero_key_age_ms === null ? null : Number(push.xero_key_age_ms),
+          marker,
         });
       } catch (err) {
         internalError(push, err);
       }
     }
   }
+  // Before any send: the row says the key went out and may have created the invoice (in-doubt.ts).
+  const sends = prepared.filter((p) => p.lookup === null);
+  const ours = await markSending(db, deps.owner, sends);
+  const ready = prepared.filter((p) => p.lookup !== null || ours.has(p.id));
 
   let poison: unknown;
   const unauthorized = new Set<string>();
@@ -190,7 +241,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
         if (poisonReason(err) !== undefined) poison ??= err;
         else internalError(push, err);
       },
-      deferred: (push, retryInMs) => defer(push, retryInMs),
+      deferred: (push, retryInMs) => deferReady(push, retryInMs),
     },
   );
   const sideEffects: [string, () => Promise<void>][] = [
@@ -223,15 +274,37 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
 
 type Recorded = 'pushed' | 'retrying' | 'dead';
 
-function record(
-  deps: PushTickDeps,
-  push: { id: string; attempts: number },
-  outcome: PushOutcome,
-): [Recorded, Settlement] {
+function record(deps: PushTickDeps, push: Ready, outcome: CallOutcome): [Recorded, Settlement] {
+  const [kind, settlement] = recordCall(deps, push, outcome);
+  // Only an answer about the invoice settles the doubt; a 429, 401 or 403 comes before Xero looks at
+  // the key (its guide: idempotency is checked after rate limits), so the doubt stays as it was.
+  const inDoubt =
+    outcome.kind === 'ok' || outcome.kind === 'invalid'
+      ? false
+      : outcome.kind === 'transient'
+        ? push.lookup === null || push.inDoubt
+        : push.inDoubt;
+  return [kind, { inDoubt, ...settlement }];
+}
+
+function recordCall(deps: PushTickDeps, push: Ready, outcome: CallOutcome): [Recorded, Settlement] {
   const { id } = push;
   switch (outcome.kind) {
     case 'ok':
       return ['pushed', { id, status: 'pushed', xeroInvoiceId: outcome.invoiceId }];
+    case 'absent':
+      // The earlier sends created nothing, and their key has expired or soon will: the next claim
+      // sends under a new key, soon. The lookup spent a call, not one of the invoice's attempts.
+      return [
+        'retrying',
+        {
+          id,
+          key: 'new',
+          retryInMs: 0,
+          attempts: push.attempts - 1,
+          lastError: 'not found in Xero by its marker: sending again under a new Idempotency-Key',
+        },
+      ];
     case 'invalid':
       return ['dead', { id, status: 'dead', lastError: `Xero rejected the invoice: ${outcome.message}` }];
     case 'rate_limited': {
@@ -265,22 +338,27 @@ function record(
           lastError: forbiddenReason(outcome.detail),
         },
       ];
-    case 'transient':
+    case 'transient': {
+      const reason = push.lookup === null ? outcome.reason : `looking the invoice up: ${outcome.reason}`;
       if (push.attempts >= deps.maxAttempts) {
+        // In doubt, the invoice may be in Xero: say where to look.
         return [
           'dead',
-          { id, status: 'dead', lastError: `gave up after ${push.attempts} attempts: ${outcome.reason}` },
+          {
+            id,
+            status: 'dead',
+            lastError: `gave up after ${push.attempts} attempts: ${reason}; the invoice may exist in Xero with Url ${push.marker}`,
+          },
         ];
       }
-      return [
-        'retrying',
-        {
-          id,
-          status: 'failed',
-          retryInMs: backoffMs(push.attempts, deps.backoff),
-          lastError: outcome.reason,
-        },
-      ];
+      let retryInMs = backoffMs(push.attempts, deps.backoff);
+      // Xero caches its internal error under the key ("the error will be cached and returned when the
+      // request is re-run"): resending under it inside the window only replays it. So the next claim
+      // comes once the key is old enough to be looked up instead (looksUp), then a new key if absent.
+      if (push.lookup === null && outcome.cached)
+        retryInMs = Math.max(retryInMs, KEY_RESEND_WITHIN_MS - (push.keyAgeMs ?? 0));
+      return ['retrying', { id, status: 'failed', retryInMs, lastError: reason }];
+    }
   }
 }
 
@@ -289,7 +367,7 @@ function forbiddenReason(detail: string): string {
 }
 
 /** How long a 429 holds this push back: Retry-After where Xero sends it (minute, day), else our choice. */
-function rateLimitWaitMs(outcome: Extract<PushOutcome, { kind: 'rate_limited' }>, minuteMs: number): number {
+function rateLimitWaitMs(outcome: Extract<CallOutcome, { kind: 'rate_limited' }>, minuteMs: number): number {
   const after = outcome.retryAfterSeconds === null ? null : outcome.retryAfterSeconds * 1000;
   switch (outcome.problem) {
     case 'day':
@@ -304,7 +382,7 @@ function rateLimitWaitMs(outcome: Extract<PushOutcome, { kind: 'rate_limited' }>
 }
 
 /** What this answer tells the next claim about the tenant, if anything. */
-function signalsOf(connectionId: string, outcome: PushOutcome, minuteMs: number): TenantSignals | undefined {
+function signalsOf(connectionId: string, outcome: CallOutcome, minuteMs: number): TenantSignals | undefined {
   const parkForMs =
     outcome.kind === 'rate_limited' && outcome.problem === 'day' ? rateLimitWaitMs(outcome, minuteMs) : null;
   if (!outcome.limits && parkForMs === null) return undefined;
@@ -317,7 +395,7 @@ function signalsOf(connectionId: string, outcome: PushOutcome, minuteMs: number)
 }
 
 /** What this answer tells every tenant's next claim, if anything. */
-function appSignalsOf(outcome: PushOutcome, minuteMs: number): AppSignals | undefined {
+function appSignalsOf(outcome: CallOutcome, minuteMs: number): AppSignals | undefined {
   const pausedForMs =
     outcome.kind === 'rate_limited' && outcome.problem === 'appminute'
       ? rateLimitWaitMs(outcome, minuteMs)

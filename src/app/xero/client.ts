@@ -38,8 +38,17 @@ export type PushOutcome = (
   | { kind: 'unauthorized' }
   /** 403: the tenant was disconnected in Xero, or the grant lacks a scope. Not transient. */
   | { kind: 'forbidden'; detail: string }
-  | { kind: 'transient'; reason: string }
+  /**
+   * The invoice may or may not exist. `cached`: an answer Xero keeps under the Idempotency-Key (its
+   * internal error, 500, or a 200 we could not read), so a resend under the key only replays it.
+   */
+  | { kind: 'transient'; reason: string; cached?: boolean }
 ) & { limits?: LimitSignals };
+
+/** What a lookup by marker found: `absent`, or `ok` with the invoice; otherwise as a push. */
+export type LookupOutcome =
+  | Exclude<PushOutcome, { kind: 'invalid' }>
+  | ({ kind: 'absent' } & { limits?: LimitSignals });
 
 export interface XeroTenant {
   tenantId: string;
@@ -65,8 +74,33 @@ export interface XeroClient {
     idempotencyKey: string,
     invoice: unknown,
   ): Promise<PushOutcome>;
+  /**
+   * The invoice whose `Url` is `marker`, by GET Invoices `where` (docs/xero.md): one call, first page.
+   */
+  findInvoice(accessToken: string, tenantId: string, marker: string): Promise<LookupOutcome>;
+  /** The `Url` a push's invoice carries: this server's address of the push (docs/xero.md). */
+  marker(pushId: string): string;
   /** Best effort: tells Xero the grant is no longer wanted. */
   revoke(refreshToken: string): Promise<boolean>;
+}
+
+/** Xero keeps an Idempotency-Key to 128 characters ("128 character max.", xero_accounting.yaml). */
+export const IDEMPOTENCY_KEY_MAX = 128;
+
+/** A push's key: its id, then `<id>:<generation>` once a lookup has ruled the old key's invoice out. */
+export function idempotencyKeyOf(pushId: string, generation: number): string {
+  const key = generation === 0 ? pushId : `${pushId}:${generation}`;
+  if (key.length > IDEMPOTENCY_KEY_MAX) throw new Error('idempotency key longer than Xero keeps');
+  return key;
+}
+
+/**
+ * The marker: the push's resource on this server (`GET /api/invoices/{id}`), on the origin of
+ * XERO_REDIRECT_URI, which is this server's public address. `Url` is "URL link to a source document"
+ * (xero_accounting.yaml), so the organization's input (`reference`) keeps its own field.
+ */
+export function invoiceMarker(redirectUri: string, pushId: string): string {
+  return `${new URL(redirectUri).origin}/api/invoices/${encodeURIComponent(pushId)}`;
 }
 
 export function createXeroClient(config: XeroConfig, fetchImpl: typeof fetch = fetch): XeroClient {
@@ -199,6 +233,29 @@ export function createXeroClient(config: XeroConfig, fetchImpl: typeof fetch = f
       }
     },
 
+    marker: (pushId) => invoiceMarker(config.redirectUri, pushId),
+
+    async findInvoice(accessToken, tenantId, marker) {
+      // `where` "Filter by an any element"; `page=1` answers at most 100 (the spec's `page`), and a
+      // marker names one invoice. A quote cannot occur in the marker (it is a URL we built).
+      const query = new URLSearchParams({ where: `Url=="${marker}"`, page: '1' });
+      try {
+        return await call(
+          `${config.apiUrl}/api.xro/2.0/Invoices?${query}`,
+          {
+            headers: {
+              authorization: `Bearer ${accessToken}`,
+              'xero-tenant-id': tenantId,
+              accept: 'application/json',
+            },
+          },
+          lookupOutcome,
+        );
+      } catch (err) {
+        return { kind: 'transient', reason: transportReason(err) };
+      }
+    },
+
     async putInvoice(accessToken, tenantId, idempotencyKey, invoice) {
       try {
         return await call(
@@ -224,6 +281,28 @@ export function createXeroClient(config: XeroConfig, fetchImpl: typeof fetch = f
       }
     },
   };
+}
+
+async function lookupOutcome(res: Response): Promise<LookupOutcome> {
+  const limits = limitSignals(res.headers);
+  const outcome = await classifyLookup(res);
+  return limits ? { ...outcome, limits } : outcome;
+}
+
+async function classifyLookup(res: Response): Promise<LookupOutcome> {
+  if (res.ok) {
+    const body = (await res.json().catch(() => null)) as { Invoices?: InvoiceAnswer[] } | null;
+    if (!body || !Array.isArray(body.Invoices))
+      return { kind: 'transient', reason: 'unreadable lookup answer' };
+    // Oldest first as Xero lists them; more than one would be a duplicate made before this lookup.
+    const invoiceId = body.Invoices.find((i) => typeof i.InvoiceID === 'string')?.InvoiceID;
+    return invoiceId ? { kind: 'ok', invoiceId } : { kind: 'absent' };
+  }
+  const outcome = await classify(res);
+  // A 400 to a lookup is our query's fault, not the invoice's: retried, and visible in last_error.
+  if (outcome.kind === 'invalid')
+    return { kind: 'transient', reason: `Xero refused the lookup: ${outcome.message}` };
+  return outcome;
 }
 
 async function pushOutcome(res: Response): Promise<PushOutcome> {
@@ -255,7 +334,7 @@ async function classify(res: Response): Promise<PushOutcome> {
     if (invoiceId === ZERO_ID) return { kind: 'invalid', message: validationMessages([invoice ?? {}]) };
     return invoiceId
       ? { kind: 'ok', invoiceId }
-      : { kind: 'transient', reason: 'no InvoiceID in the answer' };
+      : { kind: 'transient', reason: 'no InvoiceID in the answer', cached: true };
   }
   if (res.status === 429) {
     await res.body?.cancel();
@@ -280,7 +359,10 @@ async function classify(res: Response): Promise<PushOutcome> {
     return { kind: 'invalid', message: validationMessages(body.Elements ?? [], body.Message) };
   }
   await res.body?.cancel();
-  return { kind: 'transient', reason: `Xero answered ${res.status}` };
+  // "If an idempotent request errors out internally, the error will be cached" (Xero's "Idempotent
+  // requests" guide): a 500 is that internal error. A 502, 503 or 504 is taken to come from in front of
+  // the key (the guide is silent; tools/xero-sandbox/README.md), so a retry under the key may help.
+  return { kind: 'transient', reason: `Xero answered ${res.status}`, cached: res.status === 500 };
 }
 
 const PROBLEMS: readonly string[] = ['minute', 'day', 'appminute', 'concurrent'];
@@ -348,6 +430,8 @@ export interface XeroInvoicePayload {
   DueDate?: string;
   CurrencyCode: string;
   Reference?: string;
+  /** The push's marker (invoiceMarker). */
+  Url?: string;
 }
 
 /**
@@ -355,7 +439,7 @@ export interface XeroInvoicePayload {
  * (`type: number, format: double` in xero_accounting.yaml, and what xero-node sends); ingress limits
  * them to 15 significant digits, so the decimal string converts to a double and back exactly.
  */
-export function toXeroInvoice(input: StoredInvoice): XeroInvoicePayload {
+export function toXeroInvoice(input: StoredInvoice, marker?: string): XeroInvoicePayload {
   return {
     Type: 'ACCREC',
     Status: 'DRAFT',
@@ -370,6 +454,7 @@ export function toXeroInvoice(input: StoredInvoice): XeroInvoicePayload {
     ...(input.dueDate ? { DueDate: input.dueDate } : {}),
     CurrencyCode: input.currency,
     ...(input.reference ? { Reference: input.reference } : {}),
+    ...(marker ? { Url: marker } : {}),
   };
 }
 
