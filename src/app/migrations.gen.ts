@@ -97,8 +97,25 @@ export const migrations: Migration[] = [
       "CREATE OR REPLACE FUNCTION xero_budget_add(stamps timestamptz[], at timestamptz, n integer) RETURNS timestamptz[]\n\tLANGUAGE sql IMMUTABLE AS $$ SELECT CASE WHEN n > 0 THEN stamps || array_fill(at, ARRAY[n]) ELSE stamps END $$;",
       "CREATE OR REPLACE FUNCTION xero_budget_remove(stamps timestamptz[], stamp_us bigint, n integer) RETURNS timestamptz[]\n\tLANGUAGE sql IMMUTABLE AS $$\n\tSELECT coalesce(array_agg(s ORDER BY s), '{}') FROM (\n\t\tSELECT s, row_number() OVER (PARTITION BY (extract(epoch FROM s) * 1000000)::bigint = stamp_us) AS k\n\t\tFROM unnest(stamps) AS s) t\n\tWHERE (extract(epoch FROM s) * 1000000)::bigint <> stamp_us OR k > n $$;"
     ]
+  },
+  {
+    "tag": "0007_routing_and_one_holder",
+    "hash": "4c15885a56b34dffbaf47e78f1a53b129febf467c243dbb8cddb102ebcee4d9e",
+    "createdAt": 1796159598765,
+    "statements": [
+      "DROP INDEX \"xero_connections_tenant_idx\";",
+      "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"tenant_id\" text;",
+      "ALTER TABLE \"organizations\" ADD COLUMN \"default_connection_id\" uuid;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"chosen\" boolean DEFAULT false NOT NULL;",
+      "ALTER TABLE \"organizations\" ADD CONSTRAINT \"organizations_default_connection_id_xero_connections_id_fk\" FOREIGN KEY (\"default_connection_id\") REFERENCES \"public\".\"xero_connections\"(\"id\") ON DELETE set null ON UPDATE no action;",
+      "-- hand-written:\n-- Existing data sees no change: every existing connection counts as chosen, and each organization's\n-- oldest active connection (where ingress sent its invoices until now) becomes its default. The\n-- generated unique key on tenant_id is added last, here, after the duplicates below are settled: when\n-- regenerating this file, drop drizzle-kit's ADD CONSTRAINT \"xero_connections_tenant_unique\" above.\nUPDATE \"xero_connections\" SET \"chosen\" = true;",
+      "-- Pushes still to send remember the tenant they were routed to.\nUPDATE \"invoice_pushes\" p SET \"tenant_id\" = c.\"tenant_id\" FROM \"xero_connections\" c\n  WHERE c.\"id\" = p.\"connection_id\" AND p.\"tenant_id\" IS NULL\n    AND p.\"status\" IN ('queued', 'failed', 'awaiting_connection');",
+      "-- A tenant two organizations already hold (a race the old (organization_id, tenant_id) key allowed)\n-- keeps one holder: the one that can push (active) first, then the oldest. The others' connection rows\n-- go; their unsent pushes stay, waiting (awaiting_connection, their tenant kept, the reason in\n-- last_error), never sent to the holder's books. Their grants go with their last tenant.\nWITH ranked AS (\n  SELECT \"id\", \"tenant_id\", row_number() OVER (\n    PARTITION BY \"tenant_id\" ORDER BY (\"status\" = 'active') DESC, \"created_at\", \"id\") AS r\n  FROM \"xero_connections\"),\nlosers AS (SELECT \"id\", \"tenant_id\" FROM ranked WHERE r > 1),\nparked AS (\n  UPDATE \"invoice_pushes\" p SET \"status\" = 'awaiting_connection', \"updated_at\" = now(),\n    \"last_error\" = 'Xero tenant ' || l.\"tenant_id\" || ' is held by another organization: connect another tenant'\n  FROM losers l WHERE p.\"connection_id\" = l.\"id\" AND p.\"status\" IN ('queued', 'failed', 'awaiting_connection')\n  RETURNING p.\"id\"),\ngone AS (DELETE FROM \"xero_connections\" c USING losers l WHERE c.\"id\" = l.\"id\" RETURNING c.\"grant_id\")\nDELETE FROM \"xero_grants\" g WHERE g.\"id\" IN (SELECT \"grant_id\" FROM gone)\n  AND NOT EXISTS (SELECT 1 FROM \"xero_connections\" c\n                  WHERE c.\"grant_id\" = g.\"id\" AND c.\"id\" NOT IN (SELECT \"id\" FROM losers))\n  AND (SELECT count(*) FROM parked) >= 0;",
+      "UPDATE \"organizations\" o SET \"default_connection_id\" = (\n  SELECT c.\"id\" FROM \"xero_connections\" c WHERE c.\"organization_id\" = o.\"id\" AND c.\"status\" = 'active'\n  ORDER BY c.\"created_at\", c.\"id\" LIMIT 1)\n  WHERE o.\"default_connection_id\" IS NULL;",
+      "ALTER TABLE \"xero_connections\" ADD CONSTRAINT \"xero_connections_tenant_unique\" UNIQUE(\"tenant_id\");"
+    ]
   }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestMigrationAt = 1796118350448;
+export const latestMigrationAt = 1796159598765;
