@@ -64,8 +64,9 @@ export interface XeroClient {
     idempotencyKey: string,
     invoice: unknown,
   ): Promise<PushOutcome>;
-  /** Best effort: tells Xero the grant is no longer wanted. */
-  revoke(refreshToken: string): Promise<boolean>;
+  // No revoke(): Xero's /connect/revocation "Revokes a users refresh token and removes all their
+  // connections to your app" (xero-node README, revokeToken), every tenant of that Xero user, including
+  // tenants other organizations of ours hold. Disconnecting uses DELETE /connections/{id} only.
 }
 
 export function createXeroClient(config: XeroConfig, fetchImpl: typeof fetch = fetch): XeroClient {
@@ -174,22 +175,6 @@ export function createXeroClient(config: XeroConfig, fetchImpl: typeof fetch = f
         );
       } catch {
         return 'failed';
-      }
-    },
-
-    async revoke(refreshToken) {
-      try {
-        return await call(
-          `${config.identityUrl}/connect/revocation`,
-          {
-            method: 'POST',
-            headers: { authorization: basic, 'content-type': 'application/x-www-form-urlencoded' },
-            body: new URLSearchParams({ token: refreshToken }),
-          },
-          async (res) => res.ok,
-        );
-      } catch {
-        return false;
       }
     },
 
