@@ -17,21 +17,22 @@ UPDATE "invoice_pushes" p SET "tenant_id" = c."tenant_id" FROM "xero_connections
 -- keeps one holder: the one that can push (active) first, then the oldest. The others' connection rows
 -- go; their unsent pushes stay, waiting (awaiting_connection, their tenant kept, the reason in
 -- last_error), never sent to the holder's books. Their grants go with their last tenant.
-WITH ranked AS (
-  SELECT "id", "tenant_id", row_number() OVER (
-    PARTITION BY "tenant_id" ORDER BY ("status" = 'active') DESC, "created_at", "id") AS r
-  FROM "xero_connections"),
-losers AS (SELECT "id", "tenant_id" FROM ranked WHERE r > 1),
-parked AS (
-  UPDATE "invoice_pushes" p SET "status" = 'awaiting_connection', "updated_at" = now(),
-    "last_error" = 'Xero tenant ' || l."tenant_id" || ' is held by another organization: connect another tenant'
-  FROM losers l WHERE p."connection_id" = l."id" AND p."status" IN ('queued', 'failed', 'awaiting_connection')
-  RETURNING p."id"),
-gone AS (DELETE FROM "xero_connections" c USING losers l WHERE c."id" = l."id" RETURNING c."grant_id")
+CREATE TEMPORARY TABLE "duplicate_holders" ON COMMIT DROP AS
+  SELECT "id", "tenant_id" FROM (
+    SELECT "id", "tenant_id", row_number() OVER (
+      PARTITION BY "tenant_id" ORDER BY ("status" = 'active') DESC, "created_at", "id") AS r
+    FROM "xero_connections") ranked
+  WHERE r > 1;--> statement-breakpoint
+UPDATE "invoice_pushes" p SET "status" = 'awaiting_connection', "connection_id" = NULL, "updated_at" = now(),
+    "last_error" = 'Xero tenant ' || d."tenant_id" || ' is held by another organization: connect another tenant'
+  FROM "duplicate_holders" d
+  WHERE p."connection_id" = d."id" AND p."status" IN ('queued', 'failed', 'awaiting_connection');--> statement-breakpoint
+WITH gone AS (
+  DELETE FROM "xero_connections" c USING "duplicate_holders" d WHERE c."id" = d."id" RETURNING c."grant_id")
 DELETE FROM "xero_grants" g WHERE g."id" IN (SELECT "grant_id" FROM gone)
   AND NOT EXISTS (SELECT 1 FROM "xero_connections" c
-                  WHERE c."grant_id" = g."id" AND c."id" NOT IN (SELECT "id" FROM losers))
-  AND (SELECT count(*) FROM parked) >= 0;--> statement-breakpoint
+                  WHERE c."grant_id" = g."id" AND c."id" NOT IN (SELECT "id" FROM "duplicate_holders"));--> statement-breakpoint
+DROP TABLE "duplicate_holders";--> statement-breakpoint
 UPDATE "organizations" o SET "default_connection_id" = (
   SELECT c."id" FROM "xero_connections" c WHERE c."organization_id" = o."id" AND c."status" = 'active'
   ORDER BY c."created_at", c."id" LIMIT 1)
