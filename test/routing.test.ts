@@ -352,6 +352,12 @@ describe('the organization chooses its books', () => {
       tenantId: t1,
       lastError: expect.stringMatching(/was disconnected/),
     });
+    // A consent for yet another tenant takes none of them (the old code gave it "the first tenant").
+    const t3 = tenant('Reconnect third');
+    await consent(org.id, [t3]);
+    await tick();
+    expect(await api.invoice(queued.id)).toMatchObject({ status: 'awaiting_connection', tenantId: t1 });
+    expect(created(t3)).toBe(0);
     expect((await api.choose(idOf(otherSaved, t2))).status).toBe(200);
     expect(await pushOne(api)).toMatchObject({ status: 'pushed', tenantId: t2 });
     expect(await api.invoice(queued.id)).toMatchObject({ status: 'awaiting_connection', tenantId: t1 });
