@@ -26,7 +26,7 @@ export function appRoutes({ apiKeys, xero, xeroConfig, box, log, pushTick }: App
   const api = new Hono<AuthEnv>();
   api.use('*', requireApiKey(apiKeys));
   api.route('/invoices', invoiceRoutes({ pushTick }));
-  api.route('/connections', connectionRoutes({ xero, box, log }));
+  api.route('/connections', connectionRoutes({ xero, box, log, pushTick }));
   app.route('/api', api);
   return app;
 }

@@ -166,7 +166,8 @@ describe('POST /api/invoices in process', () => {
     });
     expect(chosen.status).toBe(200);
     expect(await chosen.json()).toMatchObject({ id: first?.id, tenantId, chosen: true, default: true });
-    // The waiting invoice is bound to the default and queued.
+    // The waiting invoice is bound to the default and queued, and a push is asked for at once.
+    expect(app.scheduled.slice(before)).toEqual(['push-invoices']);
     expect(await (await get(`/api/invoices/${parked.id}`, org.apiKey)).json()).toMatchObject({
       status: 'queued',
       tenantId,
@@ -175,7 +176,7 @@ describe('POST /api/invoices in process', () => {
     const queued = await post(invoiceBody(), auth);
     expect(queued.status).toBe(202);
     expect(await queued.json()).toMatchObject({ status: 'queued', tenantId });
-    expect(app.scheduled.slice(before)).toEqual(['push-invoices']);
+    expect(app.scheduled.slice(before)).toEqual(['push-invoices', 'push-invoices']);
     // The second tenant, named, needs choosing too; then it takes only the invoices that name it.
     expect((await post(invoiceBody({ tenantId: otherTenant }), auth)).status).toBe(422);
     const choose = await app.request(`/api/connections/${second?.id}/choose`, {

@@ -38,7 +38,8 @@ async function viewOf(db: Database, organizationId: string, id: string) {
 
 /**
  * Marks the connection chosen (and, with `asDefault`, the organization's default), then queues the
- * pushes that waited for it. Undefined: no such connection of this organization.
+ * pushes that waited for it: the connection's view, and how many pushes it queued. Undefined: no such
+ * connection of this organization.
  */
 export async function chooseConnection(db: Database, organizationId: string, id: string, asDefault: boolean) {
   const [chosen] = await db
@@ -58,7 +59,7 @@ export async function chooseConnection(db: Database, organizationId: string, id:
   // Pushes bound to this connection that waited for it to be chosen (a tenant connected again), and,
   // for a default, those never routed; a push routed to another tenant is never taken. The push tick
   // sends them; a connection that cannot push now (needs_reauth) keeps them waiting for its reconnect.
-  await db.execute(sql`
+  const bound = await db.execute(sql`
     UPDATE invoice_pushes p SET connection_id = c.id, tenant_id = c.tenant_id, updated_at = now(),
       status = CASE WHEN c.status = 'active' THEN 'queued' ELSE 'awaiting_connection' END,
       next_attempt_at = now(),
@@ -66,6 +67,9 @@ export async function chooseConnection(db: Database, organizationId: string, id:
     FROM xero_connections c
     WHERE c.id = ${id} AND p.organization_id = ${organizationId} AND p.status = 'awaiting_connection'
       AND (p.connection_id = c.id
-           OR (${asDefault} AND p.connection_id IS NULL AND p.tenant_id IS NULL))`);
-  return viewOf(db, organizationId, id);
+           OR (${asDefault} AND p.connection_id IS NULL AND p.tenant_id IS NULL))
+    RETURNING p.status`);
+  const statuses = (bound as unknown as { rows: { status: string }[] }).rows;
+  const view = await viewOf(db, organizationId, id);
+  return view && { view, queued: statuses.filter((r) => r.status === 'queued').length };
 }

@@ -15,6 +15,8 @@ export interface ConnectionRoutesDeps {
   xero: XeroClient;
   box: SecretBox;
   log: Logger;
+  /** The tick that pushes invoices: choosing a connection that queued waiting pushes schedules it. */
+  pushTick?: string;
 }
 
 interface Removed {
@@ -33,7 +35,7 @@ interface Removed {
 
 const notFound = () => new ApiError(404, 'not_found', 'no such connection');
 
-export function connectionRoutes({ xero, box, log }: ConnectionRoutesDeps) {
+export function connectionRoutes({ xero, box, log, pushTick }: ConnectionRoutesDeps) {
   const routes = new Hono<AuthEnv>();
 
   routes.get('/', async (c) => {
@@ -53,9 +55,10 @@ export function connectionRoutes({ xero, box, log }: ConnectionRoutesDeps) {
       const id = c.req.param('id');
       const organization = c.get('organization');
       if (!validate(uuid(), id).success) throw notFound();
-      const row = await c.var.idempotent((db) => chooseConnection(db, organization.id, id, asDefault));
-      if (!row) throw notFound();
-      return c.json(row);
+      const chosen = await c.var.idempotent((db) => chooseConnection(db, organization.id, id, asDefault));
+      if (!chosen) throw notFound();
+      if (chosen.queued > 0 && pushTick) c.var.schedule(pushTick);
+      return c.json(chosen.view);
     });
   }
 
