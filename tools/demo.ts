@@ -65,11 +65,17 @@ async function main(): Promise<void> {
   const toXero = await fetch(`${base}/connect/xero`, { headers: auth, redirect: 'manual' });
   const approved = await fetch(toXero.headers.get('location') ?? '', { redirect: 'manual' });
   const connected = (await (await fetch(approved.headers.get('location') ?? '')).json()) as {
-    connected: { tenantName: string }[];
+    connected: { id: string; tenantName: string }[];
   };
   say(
     `connected to Xero tenant "${connected.connected[0]?.tenantName}" through the OAuth flow; tokens stored encrypted`,
   );
+  // A new connection receives nothing until the organization chooses it (docs/api.md).
+  const chosen = await fetch(`${base}/api/connections/${connected.connected[0]?.id}/default`, {
+    method: 'POST',
+    headers: auth,
+  });
+  say(`POST /api/connections/{id}/default: ${chosen.status}; invoices without tenantId go there`);
 
   sandbox.state.faults.add({ target: 'invoices', kind: '500', count: 1 });
   say('injected a Xero 500 for the next invoice call');
