@@ -12,7 +12,7 @@ import { connectionRoutes } from '../src/app/connections/routes.js';
 import { answerAppError } from '../src/app/errors.js';
 import { invoiceRoutes } from '../src/app/invoices/routes.js';
 import { migrations } from '../src/app/migrations.gen.js';
-import { createOrganization } from '../src/app/organizations.js';
+import { createOrganization, removeOrganization } from '../src/app/organizations.js';
 import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { authEventIdOf, createXeroClient } from '../src/app/xero/client.js';
@@ -33,7 +33,7 @@ let sandbox: Sandbox;
 let url: string;
 let handle: DatabaseHandle;
 let box: SecretBox;
-const { log } = captureLog();
+const { log, lines } = captureLog();
 
 beforeAll(async () => {
   [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
@@ -264,6 +264,37 @@ describe('disconnect without collateral', () => {
     ).toBe(false);
     expect((await apiA.post({ tenantId: t1 })).status).toBe(422);
   });
+
+  it('a stale access token: the forgotten grant is refreshed once for the DELETE; a grant in use is not', async () => {
+    const org = await createOrganization(handle.db, 'Stale Token Co');
+    const api = apiFor(org);
+    const [t1, t2] = [tenant('Stale one'), tenant('Stale two')];
+    const saved = await consent(org.id, [t1, t2]);
+    await handle.db.execute(
+      sql`UPDATE xero_grants SET access_expires_at = now() - interval '1 minute' WHERE id = ${saved.grantId}`,
+    );
+    const before = stats();
+    // T1: the grant keeps T2, so its refresh token stays the refresh tick's; T1 is left at Xero.
+    expect((await api.disconnect(idOf(saved, t1))).status).toBe(204);
+    await until(
+      async () => lines.filter((l) => l.tenant === t1 && String(l.msg).includes('left connected at Xero')),
+      (found) => found.length === 1,
+      5000,
+    );
+    expect(stats().refreshGrants).toBe(before.refreshGrants);
+    expect(stats().disconnections).toBe(before.disconnections);
+    expect(sandbox.state.identity.grant(saved.authEventId)?.connections.has(t1)).toBe(true);
+    // T2, the grant's last: forgotten here, so its refresh token is redeemed once to make the call.
+    expect((await api.disconnect(idOf(saved, t2))).status).toBe(204);
+    await until(
+      async () => stats().disconnections,
+      (n) => n === before.disconnections + 1,
+      5000,
+    );
+    expect(stats().refreshGrants).toBe(before.refreshGrants + 1);
+    expect(stats().revocations).toBe(before.revocations);
+    expect(sandbox.state.identity.grant(saved.authEventId)?.connections.has(t2)).toBe(false);
+  });
 });
 
 describe('the organization chooses its books', () => {
@@ -315,6 +346,12 @@ describe('the organization chooses its books', () => {
     const stranger = apiFor(await createOrganization(handle.db, 'Stranger Co'));
     expect((await stranger.post({ tenantId: t1 })).status).toBe(422);
     expect((await stranger.choose(idOf(saved, t1))).status).toBe(404);
+    // An organization with a default can still be removed (npm run org:remove), its rows with it.
+    expect(await removeOrganization(handle.db, org.id)).toBe(true);
+    const left = await on(handle)<{ n: number }>(
+      sql`SELECT count(*)::int AS n FROM xero_connections WHERE organization_id = ${org.id}`,
+    );
+    expect(left.rows[0]?.n).toBe(0);
   });
 
   it('a reconnect of the same tenant resumes its invoices; another tenant never receives them', async () => {
