@@ -141,6 +141,12 @@ describe('POST /api/invoices in process', () => {
       lastError: expect.stringMatching(/^no Xero tenant chosen: POST \/api\/connections\/\{id\}\/default/),
     });
     expect(app.scheduled.slice(before)).toEqual([]);
+    // A tenantId that is no Xero tenant id at all is a 422 naming it too.
+    const malformed = await post(invoiceBody({ tenantId: 'not-a-tenant' }), auth);
+    expect(malformed.status).toBe(422);
+    expect(await malformed.json()).toMatchObject({
+      error: { fields: [{ path: 'tenantId', message: 'must be a Xero tenant id (a UUID)' }] },
+    });
     // Naming a tenant nobody chose is a 422 naming the field, and stores nothing.
     const refused = await post(invoiceBody({ tenantId }), { ...auth, 'idempotency-key': 'named-early' });
     expect(refused.status).toBe(422);
