@@ -153,6 +153,8 @@ describe('POST /api/invoices in process', () => {
     expect(await refused.json()).toMatchObject({
       error: { code: 'validation_failed', fields: [{ path: 'tenantId' }] },
     });
+    const listed = (await (await get('/api/invoices', org.apiKey)).json()) as { data: { id: string }[] };
+    expect(listed.data.map((i) => i.id)).toEqual([parked.id]);
     expect((await get('/api/connections', org.apiKey).then((r) => r.json())) as unknown).toMatchObject({
       data: [
         { id: first?.id, chosen: false, default: false },
