@@ -40,6 +40,9 @@ afterAll(async () => {
 
 const auth = (key: string) => ({ authorization: `Bearer ${key}` });
 const asJson = { accept: 'application/json' };
+/** The organization chooses a connection as its default (issue 20: until then it receives nothing). */
+const makeDefault = (key: string, connectionId: string | undefined) =>
+  server.get(`/api/connections/${connectionId}/default`, { method: 'POST', headers: auth(key) });
 
 /** POST /api/connect-links: the one-time link a browser opens. */
 async function mintLink(key: string): Promise<string> {
@@ -150,7 +153,19 @@ describe('the Xero connect flow', () => {
     await db.end();
     expect(JSON.stringify(stored.rows)).not.toMatch(/eyJ/);
 
-    // Connecting queued the waiting invoice and started a push at once (the tick interval is a minute).
+    // Connected is not chosen: the invoice still waits, saying why.
+    const still = (await (await server.get(`/api/invoices/${id}`, { headers: auth(org.apiKey) })).json()) as {
+      status: string;
+      lastError: string;
+    };
+    expect(still).toMatchObject({
+      status: 'awaiting_connection',
+      lastError: expect.stringMatching(/default/),
+    });
+    expect((await makeDefault(org.apiKey, connected[0]?.id)).status).toBe(200);
+
+    // Choosing the default queued the waiting invoice and started a push at once (the tick interval is
+    // a minute).
     const pushed = await until(
       async () =>
         (await (await server.get(`/api/invoices/${id}`, { headers: auth(org.apiKey) })).json()) as {
@@ -229,7 +244,9 @@ describe('the Xero connect flow', () => {
     expect((await list(a.apiKey)).map((c) => c.tenantId)).toEqual([tenantA]);
     expect((await list(b.apiKey)).map((c) => c.tenantId)).toEqual([tenantB]);
 
-    // Each pushes only to its own tenant.
+    // Each chooses its own tenant, and pushes only to it.
+    expect((await makeDefault(a.apiKey, doneA.connected[0]?.id)).status).toBe(200);
+    expect((await makeDefault(b.apiKey, doneB.connected[0]?.id)).status).toBe(200);
     for (const org of [a, b]) {
       const res = await server.get('/api/invoices', {
         method: 'POST',
@@ -297,7 +314,7 @@ describe('the Xero connect flow', () => {
     expect(list.data).toEqual([]);
   });
 
-  it('disconnects one tenant with DELETE /connections/{id}, and revokes only when the last one leaves', async () => {
+  it('disconnects one tenant with DELETE /connections/{id}, never revoking, even when the last one leaves', async () => {
     const org = await createOrg(url, 'Three Tenants Co');
     await waitForKey(server, org.apiKey);
     const tenants = [1, 2, 3].map((i) => sandbox.state.createTenant({ name: `Three ${i}` }).id);
@@ -329,14 +346,17 @@ describe('the Xero connect flow', () => {
     );
     expect(sandbox.state.statsSnapshot().revocations).toBe(before.revocations);
 
-    // The last tenant of the grant: now the refresh token is revoked, which drops the grant at Xero.
+    // The last tenant of the grant goes the same way: DELETE /connections/{id}, never a revocation
+    // (which would remove every connection of this Xero user to the app). The grant is forgotten here.
     expect((await del(done.connected[2]?.id ?? '')).status).toBe(204);
     await until(
-      async () => sandbox.state.statsSnapshot().revocations,
-      (n) => n === before.revocations + 1,
+      async () => sandbox.state.statsSnapshot().disconnections,
+      (n) => n === before.disconnections + 3,
       5000,
     );
-    expect(grant?.revokedAt).not.toBeNull();
+    expect(sandbox.state.statsSnapshot().revocations).toBe(before.revocations);
+    expect(grant?.revokedAt).toBeNull();
+    expect(grant?.connections.size).toBe(0);
     const db = new pg.Client(url);
     await db.connect();
     const grants = await db.query('SELECT count(*)::int AS n FROM xero_grants WHERE organization_id = $1', [

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chooseConnection } from '../src/app/connections/choose.js';
 import { saveGrant } from '../src/app/connections/grants.js';
 import { createOrganization } from '../src/app/organizations.js';
 import { authEventIdOf } from '../src/app/xero/client.js';
@@ -68,7 +69,7 @@ describe('secrets', () => {
     const { tokens } = sandbox.state.createGrant({ tenantIds: [tenant.id] }) as unknown as {
       tokens: { access_token: string; refresh_token: string; expires_in: number };
     };
-    await saveGrant(handle.db, box, {
+    const saved = await saveGrant(handle.db, box, {
       organizationId: org.id,
       authEventId: authEventIdOf(tokens.access_token),
       scope: null,
@@ -79,6 +80,8 @@ describe('secrets', () => {
         expiresAt: new Date(Date.now() + tokens.expires_in * 1000),
       },
     });
+    // The organization chose it (issue 20: a new connection receives nothing until then).
+    await chooseConnection(handle.db, org.id, saved.connected[0]?.id as string, true);
 
     const env = {
       DATABASE_URL: url.toString(),

@@ -5,7 +5,6 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccessTokenCache, accessTokens } from '../src/app/connections/grants.js';
 import { migrations } from '../src/app/migrations.gen.js';
-import { createOrganization } from '../src/app/organizations.js';
 import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
 import { refreshExpiringTokens } from '../src/app/ticks/refresh-tokens.js';
@@ -45,8 +44,15 @@ describe('migration 0005 (xero_grants)', () => {
 
       // The old shape: one consent with two tenants stored as two rows, each with its own copy of the
       // token pair sealed under 'xero:<org>:<tenant>', plus a second organization's row.
-      const orgA = await createOrganization(handle.db, 'Old A');
-      const orgB = await createOrganization(handle.db, 'Old B');
+      // Written as that schema's release wrote them: today's insert names columns it did not have.
+      const oldOrganization = async (name: string) =>
+        (
+          (await handle.db.execute(
+            sql`INSERT INTO organizations (name, api_key_hash) VALUES (${name}, ${crypto.randomUUID()}) RETURNING id`,
+          )) as unknown as { rows: { id: string }[] }
+        ).rows[0] as { id: string };
+      const orgA = await oldOrganization('Old A');
+      const orgB = await oldOrganization('Old B');
       const tenants = [1, 2, 3].map(
         (i) => sandbox.state.createTenant({ name: `Old ${i}`, accountCodes: null }).id,
       );

@@ -131,13 +131,15 @@ describe('xero-node against the sandbox', () => {
     const stillWorks = await xero.accountingApi.createInvoices(tenants[1] as string, invoices, undefined, 4);
     expect(stillWorks.response.status).toBe(200);
 
-    // Revoking the refresh token drops the grant: its remaining tenant goes; the earlier consent's stays.
+    // Revoking the refresh token "Revokes a users refresh token and removes all their connections to
+    // your app" (xero-node README, revokeToken): the earlier consent's tenant goes too.
     await xero.revokeToken();
     expect(sandbox.state.statsSnapshot().revocations).toBe(revocations + 1);
     const after = sdkClient();
     after.setTokenSet(again);
     const remaining = await after.updateTenants(false);
-    expect(remaining.map((t: { tenantId: string }) => t.tenantId)).toEqual([earlier]);
+    expect(remaining).toEqual([]);
+    expect(sandbox.state.identity.userConnections(sandbox.state.client.clientId)).toEqual([]);
   });
 
   it('rounds UnitAmount to two places without unitdp, as Xero does', async () => {

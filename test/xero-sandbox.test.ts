@@ -277,7 +277,10 @@ describe('refresh tokens', () => {
     expect((await api('GET', sandbox.urls.connectionsUrl, 'garbage')).status).toBe(401);
   });
 
-  it('stop working once revoked, and the grant loses its connections', async () => {
+  it('stop working once revoked, and every connection of the user to the app goes (not only the grant’s)', async () => {
+    // Another consent of the same user, made earlier: revocation removes its connection too.
+    const earlier = sandbox.state.createTenant({ name: 'Earlier consent', connectOnAuthorize: false }).id;
+    const { grant: other } = sandbox.state.createGrant({ tenantIds: [earlier] });
     const session = await login();
     const res = await fetch(sandbox.urls.revocationUrl, {
       method: 'POST',
@@ -287,6 +290,8 @@ describe('refresh tokens', () => {
     expect(res.status).toBe(200);
     expect((await refresh(session.refresh_token)).status).toBe(400);
     expect(await (await api('GET', sandbox.urls.connectionsUrl, session.access_token)).json()).toEqual([]);
+    expect(other.connections.size).toBe(0);
+    expect(sandbox.state.identity.userConnections(sandbox.state.client.clientId)).toEqual([]);
   });
 });
 

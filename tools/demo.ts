@@ -71,10 +71,18 @@ async function main(): Promise<void> {
   const callback = await fetch(approved.headers.get('location') ?? '', {
     headers: { cookie, accept: 'application/json' },
   });
-  const connected = (await callback.json()) as { connected: { tenantName: string }[] };
+  const connected = (await callback.json()) as {
+    connected: { id: string; tenantName: string }[];
+  };
   say(
     `connected to Xero tenant "${connected.connected[0]?.tenantName}" through a one-time link and the OAuth flow (PKCE, browser-bound); tokens stored encrypted`,
   );
+  // A new connection receives nothing until the organization chooses it (docs/api.md).
+  const chosen = await fetch(`${base}/api/connections/${connected.connected[0]?.id}/default`, {
+    method: 'POST',
+    headers: auth,
+  });
+  say(`POST /api/connections/{id}/default: ${chosen.status}; invoices without tenantId go there`);
 
   sandbox.state.faults.add({ target: 'invoices', kind: '503', count: 1 });
   say('injected a Xero 503 for the next invoice call');

@@ -131,8 +131,28 @@ export const migrations: Migration[] = [
       "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_marker\" text;",
       "-- hand-written:\n-- Pushes the previous release attempted carry no record of their sends: in doubt, first sent no earlier\n-- than they were created (so their key looks older than it is, and is looked up rather than resent late).\nUPDATE \"invoice_pushes\" SET \"xero_in_doubt\" = true, \"xero_key_sent_at\" = \"created_at\"\nWHERE \"status\" IN ('queued', 'failed', 'awaiting_connection') AND \"attempts\" > 0 AND \"xero_key_sent_at\" IS NULL;"
     ]
+  },
+  {
+    "tag": "0010_routing_and_one_holder",
+    "hash": "35227e2dc0e230ba42f86d4beb291016a2bfa33dec41ef7fd98baabc970891cc",
+    "createdAt": 1796161062108,
+    "statements": [
+      "DROP INDEX \"xero_connections_tenant_idx\";",
+      "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"tenant_id\" text;",
+      "ALTER TABLE \"organizations\" ADD COLUMN \"default_connection_id\" uuid;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"chosen\" boolean DEFAULT false NOT NULL;",
+      "ALTER TABLE \"organizations\" ADD CONSTRAINT \"organizations_default_connection_id_xero_connections_id_fk\" FOREIGN KEY (\"default_connection_id\") REFERENCES \"public\".\"xero_connections\"(\"id\") ON DELETE set null ON UPDATE no action;",
+      "-- hand-written:\n-- Existing data sees no change: every existing connection counts as chosen, and each organization's\n-- oldest active connection (where ingress sent its invoices until now) becomes its default. The\n-- generated unique key on tenant_id is added last, here, after the duplicates below are settled: when\n-- regenerating this file, drop drizzle-kit's ADD CONSTRAINT \"xero_connections_tenant_unique\" above.\nUPDATE \"xero_connections\" SET \"chosen\" = true;",
+      "-- Pushes still to send remember the tenant they were routed to.\nUPDATE \"invoice_pushes\" p SET \"tenant_id\" = c.\"tenant_id\" FROM \"xero_connections\" c\n  WHERE c.\"id\" = p.\"connection_id\" AND p.\"tenant_id\" IS NULL\n    AND p.\"status\" IN ('queued', 'failed', 'awaiting_connection');",
+      "-- A tenant two organizations already hold (a race the old (organization_id, tenant_id) key allowed)\n-- keeps one holder: the one that can push (active) first, then the oldest. The others' connection rows\n-- go; their unsent pushes stay, waiting (awaiting_connection, their tenant kept, the reason in\n-- last_error), never sent to the holder's books. Their grants go with their last tenant.\nCREATE TEMPORARY TABLE \"duplicate_holders\" ON COMMIT DROP AS\n  SELECT \"id\", \"tenant_id\" FROM (\n    SELECT \"id\", \"tenant_id\", row_number() OVER (\n      PARTITION BY \"tenant_id\" ORDER BY (\"status\" = 'active') DESC, \"created_at\", \"id\") AS r\n    FROM \"xero_connections\") ranked\n  WHERE r > 1;",
+      "UPDATE \"invoice_pushes\" p SET \"status\" = 'awaiting_connection', \"connection_id\" = NULL, \"updated_at\" = now(),\n    \"last_error\" = 'Xero tenant ' || d.\"tenant_id\" || ' is held by another organization: connect another tenant'\n  FROM \"duplicate_holders\" d\n  WHERE p.\"connection_id\" = d.\"id\" AND p.\"status\" IN ('queued', 'failed', 'awaiting_connection');",
+      "WITH gone AS (\n  DELETE FROM \"xero_connections\" c USING \"duplicate_holders\" d WHERE c.\"id\" = d.\"id\" RETURNING c.\"grant_id\")\nDELETE FROM \"xero_grants\" g WHERE g.\"id\" IN (SELECT \"grant_id\" FROM gone)\n  AND NOT EXISTS (SELECT 1 FROM \"xero_connections\" c\n                  WHERE c.\"grant_id\" = g.\"id\" AND c.\"id\" NOT IN (SELECT \"id\" FROM \"duplicate_holders\"));",
+      "DROP TABLE \"duplicate_holders\";",
+      "UPDATE \"organizations\" o SET \"default_connection_id\" = (\n  SELECT c.\"id\" FROM \"xero_connections\" c WHERE c.\"organization_id\" = o.\"id\" AND c.\"status\" = 'active'\n  ORDER BY c.\"created_at\", c.\"id\" LIMIT 1)\n  WHERE o.\"default_connection_id\" IS NULL;",
+      "ALTER TABLE \"xero_connections\" ADD CONSTRAINT \"xero_connections_tenant_unique\" UNIQUE(\"tenant_id\");"
+    ]
   }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestMigrationAt = 1796160998266;
+export const latestMigrationAt = 1796161062108;

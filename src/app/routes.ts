@@ -28,7 +28,7 @@ export function appRoutes({ apiKeys, xero, xeroConfig, box, log, pushTick }: App
   api.use('*', requireApiKey(apiKeys));
   api.route('/connect-links', connectLinkRoutes({ config: xeroConfig }));
   api.route('/invoices', invoiceRoutes({ pushTick }));
-  api.route('/connections', connectionRoutes({ xero, box, log }));
+  api.route('/connections', connectionRoutes({ xero, box, log, pushTick }));
   app.route('/api', api);
   return app;
 }

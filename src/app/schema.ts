@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import {
+  type AnyPgColumn,
   boolean,
   check,
   index,
@@ -24,6 +25,12 @@ export const organizations = pgTable('organizations', {
   name: text('name').notNull(),
   // sha256 of the API key; the key itself is shown once and never stored.
   apiKeyHash: text('api_key_hash').notNull().unique(),
+  // The connection an invoice without `tenantId` goes to, chosen through POST
+  // /api/connections/{id}/default. One column, so one default per organization by construction; it
+  // clears itself when that connection is deleted. Null: such invoices wait (awaiting_connection).
+  defaultConnectionId: uuid('default_connection_id').references((): AnyPgColumn => xeroConnections.id, {
+    onDelete: 'set null',
+  }),
   createdAt: createdAt(),
 });
 
@@ -89,6 +96,9 @@ export const xeroConnections = pgTable(
     // connections migrated from before it was stored (looked up by tenant when needed).
     xeroConnectionId: text('xero_connection_id'),
     status: text('status', { enum: CONNECTION_STATUSES }).notNull().default('active'),
+    // Whether the organization, authenticated by its API key, chose this tenant's books (POST
+    // /api/connections/{id}/choose or /default). A connection starts unchosen and receives no invoice.
+    chosen: boolean('chosen').notNull().default(false),
     // Why the connection is not active (e.g. Xero's 403 AuthenticationUnsuccessful), for operators.
     statusReason: text('status_reason'),
     // Xero's rate-limit signals from the last answer for this tenant (docs/xero.md): the claim reads
@@ -108,10 +118,13 @@ export const xeroConnections = pgTable(
     updatedAt: updatedAt(),
   },
   (t) => [
+    // Kept beside the tenant-wide key below: the previous release's ON CONFLICT names this pair.
     unique('xero_connections_org_tenant_unique').on(t.organizationId, t.tenantId),
+    // One tenant, one holder: two organizations can never hold one Xero tenant, even when they connect
+    // it at the same instant (saveGrant's INSERT ... ON CONFLICT (tenant_id) arbitrates on it).
+    unique('xero_connections_tenant_unique').on(t.tenantId),
     check('xero_connections_status_check', sql`${t.status} in ('active', 'needs_reauth')`),
     index('xero_connections_grant_idx').on(t.grantId),
-    index('xero_connections_tenant_idx').on(t.tenantId),
   ],
 );
 
@@ -139,6 +152,10 @@ export const invoicePushes = pgTable(
       .notNull()
       .references(() => organizations.id, { onDelete: 'cascade' }),
     connectionId: uuid('connection_id').references(() => xeroConnections.id, { onDelete: 'set null' }),
+    // The Xero tenant the push was routed to (its `tenantId`, or the default connection's tenant), kept
+    // when that connection is deleted: a reconnect of this tenant takes the push back, and no other
+    // tenant ever does. Null: never routed (it waits for the organization's default).
+    tenantId: text('tenant_id'),
     idempotencyKey: text('idempotency_key').notNull(),
     // sha256 of the canonical request body: the same key with another body is a conflict.
     requestHash: text('request_hash').notNull(),

@@ -113,23 +113,96 @@ describe('POST /api/invoices in process', () => {
     expect((await get(`/api/invoices/${created.id}`, otherKey)).status).toBe(404);
   });
 
-  it('queues for a connected organization and asks for the push tick at once', async () => {
+  it('a new connection receives nothing until chosen; /default routes to it, tenantId must be chosen', async () => {
     const org = await createOrganization(app.database.db, 'Connected Ltd');
     await app.reloadIndexes();
+    const auth = { authorization: `Bearer ${org.apiKey}` };
     const box = await createSecretBox(TEST_TOKEN_KEY);
-    const tenantId = crypto.randomUUID();
-    await saveGrant(app.database.db, box, {
+    const [tenantId, otherTenant] = [crypto.randomUUID(), crypto.randomUUID()];
+    const saved = await saveGrant(app.database.db, box, {
       organizationId: org.id,
       authEventId: null,
       scope: 'offline_access accounting.invoices',
       tokens: { accessToken: 'access', refreshToken: 'refresh', expiresAt: new Date(Date.now() + 1_800_000) },
-      tenants: [{ tenantId, tenantName: 'Connected', connectionId: null, authEventId: null }],
+      tenants: [
+        { tenantId, tenantName: 'Connected', connectionId: null, authEventId: null },
+        { tenantId: otherTenant, tenantName: 'Other books', connectionId: null, authEventId: null },
+      ],
     });
+    const [first, second] = saved.connected;
+    // Connected but unchosen: the invoice waits, saying what to do, and no tick is asked for.
     const before = app.scheduled.length;
-    const res = await post(invoiceBody(), { authorization: `Bearer ${org.apiKey}` });
-    expect(res.status).toBe(202);
-    expect(await res.json()).toMatchObject({ status: 'queued' });
+    const waiting = await post(invoiceBody(), auth);
+    expect(waiting.status).toBe(202);
+    const parked = (await waiting.json()) as { id: string };
+    expect(parked).toMatchObject({
+      status: 'awaiting_connection',
+      tenantId: null,
+      lastError: expect.stringMatching(/^no Xero tenant chosen: POST \/api\/connections\/\{id\}\/default/),
+    });
+    expect(app.scheduled.slice(before)).toEqual([]);
+    // A tenantId that is no Xero tenant id at all is a 422 naming it too.
+    const malformed = await post(invoiceBody({ tenantId: 'not-a-tenant' }), auth);
+    expect(malformed.status).toBe(422);
+    expect(await malformed.json()).toMatchObject({
+      error: { fields: [{ path: 'tenantId', message: 'must be a Xero tenant id (a UUID)' }] },
+    });
+    // Naming a tenant nobody chose is a 422 naming the field, and stores nothing.
+    const refused = await post(invoiceBody({ tenantId }), { ...auth, 'idempotency-key': 'named-early' });
+    expect(refused.status).toBe(422);
+    expect(await refused.json()).toMatchObject({
+      error: { code: 'validation_failed', fields: [{ path: 'tenantId' }] },
+    });
+    const listed = (await (await get('/api/invoices', org.apiKey)).json()) as { data: { id: string }[] };
+    expect(listed.data.map((i) => i.id)).toEqual([parked.id]);
+    expect((await get('/api/connections', org.apiKey).then((r) => r.json())) as unknown).toMatchObject({
+      data: [
+        { id: first?.id, chosen: false, default: false },
+        { id: second?.id, chosen: false, default: false },
+      ],
+    });
+    // Another organization's key cannot choose it.
+    const foreign = await app.request(`/api/connections/${first?.id}/default`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${otherKey}` },
+    });
+    expect(foreign.status).toBe(404);
+
+    const chosen = await app.request(`/api/connections/${first?.id}/default`, {
+      method: 'POST',
+      headers: auth,
+    });
+    expect(chosen.status).toBe(200);
+    expect(await chosen.json()).toMatchObject({ id: first?.id, tenantId, chosen: true, default: true });
+    // The waiting invoice is bound to the default and queued, and a push is asked for at once.
     expect(app.scheduled.slice(before)).toEqual(['push-invoices']);
+    expect(await (await get(`/api/invoices/${parked.id}`, org.apiKey)).json()).toMatchObject({
+      status: 'queued',
+      tenantId,
+      lastError: null,
+    });
+    const queued = await post(invoiceBody(), auth);
+    expect(queued.status).toBe(202);
+    expect(await queued.json()).toMatchObject({ status: 'queued', tenantId });
+    expect(app.scheduled.slice(before)).toEqual(['push-invoices', 'push-invoices']);
+    // The second tenant, named, needs choosing too; then it takes only the invoices that name it.
+    expect((await post(invoiceBody({ tenantId: otherTenant }), auth)).status).toBe(422);
+    const choose = await app.request(`/api/connections/${second?.id}/choose`, {
+      method: 'POST',
+      headers: auth,
+    });
+    expect(await choose.json()).toMatchObject({ chosen: true, default: false });
+    const named = await post(invoiceBody({ tenantId: otherTenant.toUpperCase() }), auth);
+    expect(named.status).toBe(202);
+    expect(await named.json()).toMatchObject({ status: 'queued', tenantId: otherTenant });
+    expect((await get(`/api/connections/${crypto.randomUUID()}`, org.apiKey)).status).toBe(405);
+    expect(
+      (await app.request(`/api/connections/${crypto.randomUUID()}/choose`, { method: 'POST', headers: auth }))
+        .status,
+    ).toBe(404);
+    expect(
+      (await app.request('/api/connections/not-a-uuid/default', { method: 'POST', headers: auth })).status,
+    ).toBe(404);
   });
 
   it('replays the same key and body with 200, and refuses the same key with another body', async () => {

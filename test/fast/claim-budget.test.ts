@@ -36,6 +36,12 @@ async function tenantWithQueue(name: string, n: number): Promise<{ connectionId:
     tokens: { accessToken: 'access', refreshToken: 'refresh', expiresAt: new Date(Date.now() + 1_800_000) },
     tenants: [{ tenantId: crypto.randomUUID(), tenantName: name, connectionId: null, authEventId: null }],
   });
+  // The organization chooses it as its default (a new connection receives nothing until then).
+  const chosen = await app.request(`/api/connections/${saved.connected[0]?.id}/default`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${org.apiKey}` },
+  });
+  expect(chosen.status).toBe(200);
   for (let i = 0; i < n; i++) {
     const res = await app.request('/api/invoices', {
       method: 'POST',

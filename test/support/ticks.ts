@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
+import { chooseConnection } from '../../src/app/connections/choose.js';
 import { saveGrant } from '../../src/app/connections/grants.js';
 import { migrations } from '../../src/app/migrations.gen.js';
 import { createOrganization } from '../../src/app/organizations.js';
@@ -67,7 +68,7 @@ export async function connectedOrganization(
   box: SecretBox,
   sandbox: Sandbox,
   name: string,
-  options: { accountCodes?: null | undefined } = { accountCodes: null },
+  options: ConnectedOptions = { accountCodes: null },
 ) {
   const { org, tenantIds, connectionIds, grantId, authEventId } = await connectedGrant(
     db,
@@ -86,18 +87,33 @@ export async function connectedOrganization(
   };
 }
 
-/** An organization connected to `tenants` fresh sandbox tenants through one grant (one consent). */
+export interface ConnectedOptions {
+  accountCodes?: null | undefined;
+  /**
+   * What the organization chose (issue 20): by default every tenant is chosen and the first is its
+   * default, as the migration leaves existing customers; 'none' leaves them unchosen, as a connect does.
+   */
+  chosen?: 'default' | 'none';
+}
+
+/**
+ * An organization connected to `tenants` fresh sandbox tenants through one grant (one consent), its
+ * first tenant chosen as the default unless `options.chosen` is 'none'.
+ */
 export async function connectedGrant(
   db: Database,
   box: SecretBox,
   sandbox: Sandbox,
   name: string,
   tenants: number,
-  options: { accountCodes?: null | undefined } = { accountCodes: null },
+  options: ConnectedOptions = { accountCodes: null },
 ) {
   const org = await createOrganization(db, name);
   const created = Array.from({ length: tenants }, (_, i) =>
-    sandbox.state.createTenant({ name: tenants === 1 ? name : `${name} ${i + 1}`, ...options }),
+    sandbox.state.createTenant({
+      name: tenants === 1 ? name : `${name} ${i + 1}`,
+      accountCodes: options.accountCodes,
+    }),
   );
   const { grant, tokens } = sandbox.state.createGrant({ tenantIds: created.map((t) => t.id) }) as unknown as {
     grant: { authEventId: string; connections: Map<string, { id: string }> };
@@ -120,6 +136,9 @@ export async function connectedGrant(
     })),
   });
   if (!saved.grantId) throw new Error('no grant saved');
+  if (options.chosen !== 'none') {
+    for (const [i, c] of saved.connected.entries()) await chooseConnection(db, org.id, c.id, i === 0);
+  }
   return {
     org,
     tenantIds: created.map((t) => t.id),

@@ -123,7 +123,7 @@ export function controlRoutes(state: SandboxState): Hono {
         'GET  /_control/invoices?tenantId=',
         'GET|POST /_control/grants {scope?, tenantIds?}',
         'POST /_control/grants/:authEventId/connections {tenantId}',
-        'POST /_control/revoke {authEventId} | {refreshToken}',
+        "POST /_control/revoke {authEventId} (one grant) | {refreshToken} (as /connect/revocation: all the user's connections)",
         'POST /_control/authorize {deny?, tenantIds?, grantScope?}',
       ],
     }),
@@ -203,7 +203,8 @@ export function controlRoutes(state: SandboxState): Hono {
     return json(201, connection);
   });
 
-  // As if the user disconnected the app in Xero: the refresh token stops working, connections go.
+  // {authEventId}: that one grant stops working and loses its connections (a test lever).
+  // {refreshToken}: what POST /connect/revocation does, every connection of the user to the app goes.
   app.post('/revoke', async (c) => {
     const parsed = await body(c, schemas.revoke);
     if (!parsed.ok) return parsed.response;

@@ -150,7 +150,8 @@ export function identityRoutes(state: SandboxState): Hono {
     return json(200, state.identity.tokenResponse(result.grant, result.pair, now), noStore);
   });
 
-  // RFC 7009, as Xero implements it for refresh tokens: revokes the grant and removes its connections.
+  // RFC 7009, as Xero implements it for refresh tokens: revokes the grant and removes every connection
+  // of that user to the app, not only this grant's (xero-node README, revokeToken).
   app.post('/connect/revocation', async (c) => {
     const form = await readForm(c);
     if (!form) return oauthError(400, 'invalid_request', 'body must be application/x-www-form-urlencoded');

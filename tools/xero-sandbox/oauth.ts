@@ -236,13 +236,23 @@ export class IdentityModel {
     return { ok: true, grant };
   }
 
-  /** Revokes the grant a refresh token belongs to (all its tokens' refreshes, all its connections). */
+  /**
+   * Revocation as Xero does it: the grant the refresh token belongs to is revoked, and every connection
+   * of that user to the app goes, whichever grant made it ("Revokes a users refresh token and removes
+   * all their connections to your app", xero-node README, revokeToken). The user's other grants keep
+   * their tokens but reach no tenant (Xero is silent on those tokens: README table).
+   */
   revokeRefreshToken(token: string, clientId: string | null, now: number): boolean {
     const record = this.#refresh.get(token);
     if (!record || (clientId !== null && record.clientId !== clientId)) return false;
-    return this.revokeGrant(record.authEventId, now);
+    const grant = this.#grants.get(record.authEventId);
+    if (!this.revokeGrant(record.authEventId, now) || !grant) return false;
+    for (const other of this.#grants.values())
+      if (other.clientId === grant.clientId && other.userId === grant.userId) other.connections.clear();
+    return true;
   }
 
+  /** One grant only (its refreshes, its connections): a control-API lever, not what revocation does. */
   revokeGrant(authEventId: string, now: number): boolean {
     const grant = this.#grants.get(authEventId);
     if (!grant || grant.revokedAt !== null) return false;

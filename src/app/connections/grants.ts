@@ -1,7 +1,7 @@
-import { and, inArray, ne, sql } from 'drizzle-orm';
+import { inArray, sql } from 'drizzle-orm';
 import type { Database } from '../../platform/db/types.js';
 import type { SecretBox } from '../../platform/secret-box.js';
-import { xeroConnections, xeroGrants } from '../schema.js';
+import { xeroGrants } from '../schema.js';
 import type { TokenSet, XeroTenant } from '../xero/client.js';
 
 // Tokens are sealed with associated data naming their grant and column, so a ciphertext moved to
@@ -125,40 +125,18 @@ export interface SavedGrant {
 
 /**
  * Stores one consent: a grant with its token pair, and a connection per tenant of the consent.
- * A tenant the organization already had moves to the new grant (a reconnect); a tenant another
- * organization holds is refused, never re-assigned. Grants of the organization left without a tenant
- * are deleted (not revoked at Xero: the tenants they had now live on the new consent, and Xero's
- * documents do not say whether revoking the old one would drop them too). Then the organization's
- * invoices that waited for a connection are queued.
+ * A tenant the organization already had keeps its connection row (its id, chosen and default) and
+ * moves to the new grant (a reconnect); a tenant another organization holds is refused, never
+ * re-assigned. The database decides who holds a tenant (unique tenant_id), so two organizations
+ * connecting one tenant at the same instant get one holder and one `refused`. Grants of the
+ * organization left without a tenant are deleted (not revoked at Xero: revoking removes every
+ * connection of the user to the app, docs/xero.md). A new connection receives nothing until the
+ * organization chooses it; pushes that waited for one of these tenants are queued again.
  */
 export async function saveGrant(db: Database, box: SecretBox, input: NewGrant): Promise<SavedGrant> {
   const { organizationId, tokens } = input;
   const result: SavedGrant = { grantId: null, connected: [], refused: [] };
   if (input.tenants.length === 0) return result;
-
-  const held = await db
-    .select({ tenantId: xeroConnections.tenantId })
-    .from(xeroConnections)
-    .where(
-      and(
-        inArray(
-          xeroConnections.tenantId,
-          input.tenants.map((t) => t.tenantId),
-        ),
-        ne(xeroConnections.organizationId, organizationId),
-      ),
-    );
-  const heldElsewhere = new Set(held.map((h) => h.tenantId));
-  const mine = input.tenants.filter((t) => !heldElsewhere.has(t.tenantId));
-  for (const t of input.tenants) {
-    if (heldElsewhere.has(t.tenantId))
-      result.refused.push({
-        tenantId: t.tenantId,
-        tenantName: t.tenantName,
-        reason: 'held_by_another_organization',
-      });
-  }
-  if (mine.length === 0) return result;
 
   const grant = { id: crypto.randomUUID(), sealContext: null };
   await db.insert(xeroGrants).values({
@@ -170,19 +148,19 @@ export async function saveGrant(db: Database, box: SecretBox, input: NewGrant): 
     refreshTokenEnc: await box.seal(tokens.refreshToken, tokenContext(grant, 'refresh')),
     accessExpiresAt: tokens.expiresAt,
   });
-  result.grantId = grant.id;
 
-  for (const tenant of mine) {
-    // The NOT EXISTS keeps a tenant another organization took between the read above and here.
+  for (const tenant of input.tenants) {
+    // ON CONFLICT on the tenant-wide key: a row of this organization is a reconnect (updated, id kept);
+    // a row of another organization fails the WHERE, so nothing is returned and the tenant is refused.
+    // A concurrent insert of the same tenant waits for the other transaction, then takes this path.
     const rows = await db.execute<{ id: string }>(sql`
       INSERT INTO xero_connections (organization_id, grant_id, tenant_id, tenant_name, xero_connection_id)
-      SELECT ${organizationId}, ${grant.id}, ${tenant.tenantId}, ${tenant.tenantName}, ${tenant.connectionId}
-      WHERE NOT EXISTS (SELECT 1 FROM xero_connections
-                        WHERE tenant_id = ${tenant.tenantId} AND organization_id <> ${organizationId})
-      ON CONFLICT (organization_id, tenant_id) DO UPDATE SET
+      VALUES (${organizationId}, ${grant.id}, ${tenant.tenantId}, ${tenant.tenantName}, ${tenant.connectionId})
+      ON CONFLICT (tenant_id) DO UPDATE SET
         grant_id = excluded.grant_id, tenant_name = excluded.tenant_name,
         xero_connection_id = excluded.xero_connection_id, status = 'active', status_reason = NULL,
         parked_until = NULL, updated_at = now()
+      WHERE xero_connections.organization_id = excluded.organization_id
       RETURNING id`);
     const id = (rows as unknown as { rows: { id: string }[] }).rows[0]?.id;
     if (id) result.connected.push({ id, tenantId: tenant.tenantId, tenantName: tenant.tenantName });
@@ -193,19 +171,29 @@ export async function saveGrant(db: Database, box: SecretBox, input: NewGrant): 
         reason: 'held_by_another_organization',
       });
   }
+  if (result.connected.length > 0) result.grantId = grant.id;
+  // Includes this grant when every tenant was refused: its tokens are not kept.
   await db.execute(sql`
     DELETE FROM xero_grants g WHERE g.organization_id = ${organizationId}
       AND NOT EXISTS (SELECT 1 FROM xero_connections c WHERE c.grant_id = g.id)`);
-  const first = result.connected[0];
-  if (first) {
-    // Waiting pushes of a tenant this consent brought back keep it; those that never had a connection
-    // take the first tenant (as ingress does). Pushes of a tenant still not reconnected keep waiting.
+  if (result.connected.length > 0) {
+    // Waiting pushes of a tenant this consent brought back go to that tenant's connection, never to
+    // another one: bound by connection (a reconnect kept the row) or by tenant (the row was deleted
+    // and made again). They are queued when that connection is chosen; otherwise they wait for it.
     const ids = result.connected.map((c) => c.id);
     await db.execute(sql`
-      UPDATE invoice_pushes SET status = 'queued', next_attempt_at = now(), updated_at = now(),
-        connection_id = coalesce(connection_id, ${first.id}::uuid)
-      WHERE organization_id = ${organizationId} AND status = 'awaiting_connection'
-        AND (connection_id IS NULL OR connection_id = ANY(${sql.param(ids)}::uuid[]))`);
+      UPDATE invoice_pushes p SET connection_id = c.id, updated_at = now(),
+        status = CASE WHEN c.chosen THEN 'queued' ELSE 'awaiting_connection' END,
+        next_attempt_at = CASE WHEN c.chosen THEN now() ELSE p.next_attempt_at END,
+        last_error = CASE WHEN c.chosen THEN p.last_error
+                          ELSE ${UNCHOSEN_PREFIX} || c.id || '/choose' END
+      FROM xero_connections c
+      WHERE c.id = ANY(${sql.param(ids)}::uuid[]) AND p.organization_id = ${organizationId}
+        AND p.status = 'awaiting_connection'
+        AND (p.connection_id = c.id OR (p.connection_id IS NULL AND p.tenant_id = c.tenant_id))`);
   }
   return result;
 }
+
+/** The reason a push waits for its tenant's connection to be chosen again (see saveGrant). */
+const UNCHOSEN_PREFIX = 'its Xero tenant was connected again but not chosen: POST /api/connections/';

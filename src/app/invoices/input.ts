@@ -94,6 +94,17 @@ export const invoiceInput = strictObject({
     ),
   ),
   reference: optional(text(255)),
+  // The Xero tenant (GET /api/connections `tenantId`) to send this invoice to; it must be a connection
+  // the organization chose. Without it, the organization's default connection. Xero's tenant ids are
+  // UUIDs (xero-identity.yaml, Connection.tenantId `format: uuid`); any case is accepted.
+  tenantId: optional(
+    string().check(
+      regex(
+        /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
+        'must be a Xero tenant id (a UUID)',
+      ),
+    ),
+  ),
 }).check(
   refine((i) => i.dueDate === undefined || i.dueDate >= i.date, {
     message: 'must not be before date',

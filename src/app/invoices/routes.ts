@@ -7,7 +7,7 @@ import { limitBodySize } from '../body-size.js';
 import { ApiError, errorBody } from '../errors.js';
 import { PUSH_STATUSES } from '../schema.js';
 import { fieldErrors, idempotencyKey, invoiceInput } from './input.js';
-import { createPush, findPush, listPushes } from './store.js';
+import { createPush, findPush, findPushByKey, isChosenTenant, listPushes } from './store.js';
 import { decodeCursor, encodeCursor, pushView } from './view.js';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -60,11 +60,29 @@ export function invoiceRoutes({ pushTick }: InvoiceRoutesDeps) {
         throw new ApiError(422, 'validation_failed', 'the invoice is not valid', fieldErrors(parsed.error));
       }
       const input = parsed.data;
+      if (input.tenantId !== undefined) input.tenantId = input.tenantId.toLowerCase();
       const hash = sha256Hex(JSON.stringify(input));
       const organization = c.get('organization');
-      const { push, created } = await c.var.idempotent((db) =>
-        createPush(db, organization.id, key, input, hash),
-      );
+      const { tenantId } = input;
+      const outcome = await c.var.idempotent(async (db) => {
+        // A tenant the organization has not chosen is refused, unless this is a replay of a key
+        // already used (answered as before, whatever the connection became since).
+        if (tenantId !== undefined && !(await isChosenTenant(db, organization.id, tenantId))) {
+          const existing = await findPushByKey(db, organization.id, key);
+          return existing ? { push: existing, created: false } : undefined;
+        }
+        return createPush(db, organization.id, key, input, hash);
+      });
+      if (!outcome) {
+        throw new ApiError(422, 'validation_failed', 'the invoice is not valid', [
+          {
+            path: 'tenantId',
+            message:
+              'is not a Xero tenant this organization chose: see GET /api/connections, then POST /api/connections/{id}/choose',
+          },
+        ]);
+      }
+      const { push, created } = outcome;
       if (!created && push.requestHash !== hash) {
         throw new ApiError(
           409,

@@ -2,7 +2,7 @@ import { and, desc, eq, sql } from 'drizzle-orm';
 import { forbidNamedStatements, NAMED_STATEMENT_LOST, statementName } from '../../platform/db/statements.js';
 import type { Database } from '../../platform/db/types.js';
 import { errorCode } from '../../platform/error-chain.js';
-import { invoicePushes, type PushStatus, xeroConnections } from '../schema.js';
+import { invoicePushes, organizations, type PushStatus, xeroConnections } from '../schema.js';
 import type { InvoiceInput } from './input.js';
 
 // Every state change is a single statement, so the same code runs on pg, PGlite and Neon over HTTP.
@@ -17,6 +17,7 @@ const columns = {
   nextAttemptAt: invoicePushes.nextAttemptAt,
   lastError: invoicePushes.lastError,
   xeroInvoiceId: invoicePushes.xeroInvoiceId,
+  tenantId: invoicePushes.tenantId,
   createdAt: invoicePushes.createdAt,
   updatedAt: invoicePushes.updatedAt,
   // Exact (microsecond) creation time for cursors: a JS Date would round it and skip rows.
@@ -35,6 +36,7 @@ export type PushRow = {
   nextAttemptAt: Date;
   lastError: string | null;
   xeroInvoiceId: string | null;
+  tenantId: string | null;
   createdAt: Date;
   updatedAt: Date;
   cursorAt: string;
@@ -52,21 +54,37 @@ export interface CreateResult {
 // (built SQL reused, planned per execution); see statements.ts and docs/poolers.md.
 const preparedInserts = new WeakMap<Database, ReturnType<typeof prepareInsert>>();
 
+/** What an invoice waiting for its organization's default says (GET /api/invoices/:id, last_error). */
+export const NO_DEFAULT_REASON =
+  'no Xero tenant chosen: POST /api/connections/{id}/default (see GET /api/connections)';
+export const TENANT_GONE_REASON = 'its Xero tenant is not connected: connect it again and choose it';
+
 function prepareInsert(db: Database) {
   const organizationId = sql.placeholder('organizationId');
-  const activeConnection = sql`(select ${xeroConnections.id} from ${xeroConnections}
-    where ${xeroConnections.organizationId} = ${organizationId} and ${xeroConnections.status} = 'active'
-    order by ${xeroConnections.createdAt} limit 1)`;
+  const tenant = sql`${sql.placeholder('tenantId')}::text`;
+  // FOR SHARE: a concurrent POST /api/connections/{id}/default waits for this insert (and this insert
+  // for it), so its binding of waiting pushes, which runs next, sees this one if it had no default.
+  const defaultConnection = sql`(select ${organizations.defaultConnectionId} from ${organizations}
+    where ${organizations.id} = ${organizationId} for share)`;
+  // Never "the oldest connection": the tenant named, if this organization chose it, else its default.
+  const connection = sql`(case when ${tenant} is null then ${defaultConnection}
+    else (select ${xeroConnections.id} from ${xeroConnections}
+          where ${xeroConnections.organizationId} = ${organizationId}
+            and ${xeroConnections.tenantId} = ${tenant} and ${xeroConnections.chosen}) end)`;
   return (
     db
       .insert(invoicePushes)
       .values({
         organizationId,
-        connectionId: activeConnection,
+        connectionId: connection,
+        tenantId: sql`coalesce(${tenant}, (select ${xeroConnections.tenantId} from ${xeroConnections}
+          where ${xeroConnections.id} = ${connection}))`,
         idempotencyKey: sql.placeholder('key'),
         requestHash: sql.placeholder('requestHash'),
         payload: sql.placeholder('payload'),
-        status: sql`case when ${activeConnection} is null then 'awaiting_connection' else 'queued' end`,
+        status: sql`case when ${connection} is null then 'awaiting_connection' else 'queued' end`,
+        lastError: sql`case when ${connection} is not null then null
+          when ${tenant} is null then ${NO_DEFAULT_REASON}::text else ${TENANT_GONE_REASON}::text end`,
       })
       .onConflictDoNothing({ target: [invoicePushes.organizationId, invoicePushes.idempotencyKey] })
       // The payload is not returned: the caller holds it, and parsing it back costs.
@@ -75,10 +93,31 @@ function prepareInsert(db: Database) {
   );
 }
 
+/** Whether `tenantId` names a connection this organization chose (what ingress may send to). */
+export async function isChosenTenant(
+  db: Database,
+  organizationId: string,
+  tenantId: string,
+): Promise<boolean> {
+  const [row] = await db
+    .select({ id: xeroConnections.id })
+    .from(xeroConnections)
+    .where(
+      and(
+        eq(xeroConnections.organizationId, organizationId),
+        eq(xeroConnections.tenantId, tenantId),
+        eq(xeroConnections.chosen, true),
+      ),
+    );
+  return row !== undefined;
+}
+
 /**
- * Writes the push durably before anything is sent to Xero, in one round trip: the organization's
- * active connection is chosen inside the INSERT. A repeated Idempotency-Key returns the existing row
- * (created: false); the caller compares request hashes to tell a replay from a conflict.
+ * Writes the push durably before anything is sent to Xero, in one round trip: the connection is
+ * chosen inside the INSERT (the chosen tenant named, or the organization's default; neither: the push
+ * waits, awaiting_connection, with the reason in last_error). A repeated Idempotency-Key returns the
+ * existing row (created: false); the caller compares request hashes to tell a replay from a conflict.
+ * `tenantId` is checked by the caller first (isChosenTenant) and is not part of the stored payload.
  */
 export async function createPush(
   db: Database,
@@ -87,7 +126,8 @@ export async function createPush(
   input: InvoiceInput,
   requestHash: string,
 ): Promise<CreateResult> {
-  const values = { organizationId, key, requestHash, payload: input };
+  const { tenantId = null, ...payload } = input;
+  const values = { organizationId, tenantId, key, requestHash, payload };
   let inserted: Awaited<ReturnType<ReturnType<typeof prepareInsert>['execute']>>[number] | undefined;
   try {
     [inserted] = await preparedInsert(db).execute(values);
@@ -99,12 +139,16 @@ export async function createPush(
     preparedInserts.delete(db);
     [inserted] = await preparedInsert(db).execute(values);
   }
-  if (inserted) return { push: { ...inserted, requestHash, payload: input } as PushRow, created: true };
+  if (inserted) return { push: { ...inserted, requestHash, payload } as PushRow, created: true };
   const existing = await findByKey(db, organizationId, key);
   // The conflicting row cannot vanish: pushes are never deleted while their organization exists.
   if (!existing) throw new Error('idempotency conflict without an existing row');
   return { push: existing, created: false };
 }
+
+/** The push an Idempotency-Key already made, if any (a replay is answered before tenantId is checked). */
+export const findPushByKey = (db: Database, organizationId: string, key: string) =>
+  findByKey(db, organizationId, key);
 
 function preparedInsert(db: Database) {
   let insert = preparedInserts.get(db);

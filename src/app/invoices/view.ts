@@ -11,6 +11,8 @@ export function pushView(row: PushRow) {
     nextAttemptAt: row.status === 'queued' || row.status === 'failed' ? row.nextAttemptAt : null,
     lastError: row.lastError,
     xeroInvoiceId: row.xeroInvoiceId,
+    // The Xero tenant it goes to (null: it waits for the organization's default connection).
+    tenantId: row.tenantId,
     createdAt: row.createdAt,
     updatedAt: row.updatedAt,
   };

@@ -80,8 +80,9 @@ export interface XeroClient {
   findInvoice(accessToken: string, tenantId: string, marker: string): Promise<LookupOutcome>;
   /** The `Url` a push's invoice carries: this server's address of the push (docs/xero.md). */
   marker(pushId: string): string;
-  /** Best effort: tells Xero the grant is no longer wanted. */
-  revoke(refreshToken: string): Promise<boolean>;
+  // No revoke(): Xero's /connect/revocation "Revokes a users refresh token and removes all their
+  // connections to your app" (xero-node README, revokeToken), every tenant of that Xero user, including
+  // tenants other organizations of ours hold. Disconnecting uses DELETE /connections/{id} only.
 }
 
 /** Xero keeps an Idempotency-Key to 128 characters ("128 character max.", xero_accounting.yaml). */
@@ -214,22 +215,6 @@ export function createXeroClient(config: XeroConfig, fetchImpl: typeof fetch = f
         );
       } catch {
         return 'failed';
-      }
-    },
-
-    async revoke(refreshToken) {
-      try {
-        return await call(
-          `${config.identityUrl}/connect/revocation`,
-          {
-            method: 'POST',
-            headers: { authorization: basic, 'content-type': 'application/x-www-form-urlencoded' },
-            body: new URLSearchParams({ token: refreshToken }),
-          },
-          async (res) => res.ok,
-        );
-      } catch {
-        return false;
       }
     },
 
