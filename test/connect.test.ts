@@ -497,6 +497,15 @@ describe('connect links', () => {
     expect(late.status).toBe(400);
     expect(await errorCode(late)).toBe('invalid_link');
 
+    // A's invoice, submitted while the stranger's tenant is A's only connection, goes nowhere.
+    const submitted = await server.get('/api/invoices', {
+      method: 'POST',
+      headers: { ...auth(a.apiKey), 'content-type': 'application/json', 'idempotency-key': 'after-stranger' },
+      body: JSON.stringify(invoiceBody()),
+    });
+    const invoice = (await submitted.json()) as { id: string; status: string };
+    expect(invoice.status).toBe('awaiting_connection');
+
     // The JSON answer says the same.
     const flow = await authorize(a.apiKey);
     const json = (await (await complete(flow)).json()) as Connected;
@@ -504,6 +513,22 @@ describe('connect links', () => {
     expect(json.confirmation.required).toBe(true);
     expect(json.confirmation.message).toMatch(/\/api\/connections\/\{id\}\/default/);
     expect(json.confirmation.message).toMatch(/\/api\/connections\/\{id\}\/choose/);
+
+    // A chooses the tenant it recognises: the invoice lands there, and the stranger's books get nothing.
+    const own = json.connected[0];
+    expect((await makeDefault(a.apiKey, own?.id)).status).toBe(200);
+    const pushed = await until(
+      async () =>
+        (await (await server.get(`/api/invoices/${invoice.id}`, { headers: auth(a.apiKey) })).json()) as {
+          status: string;
+        },
+      (i) => i.status === 'pushed',
+      10_000,
+    );
+    expect(pushed.status).toBe('pushed');
+    const created = sandbox.state.statsSnapshot().invoicesCreated;
+    expect(created[own?.tenantId ?? '']).toBe(1);
+    expect(created[strangersTenant] ?? 0).toBe(0);
   });
 
   it("code injection: a victim's unused code, pasted into another organization's fresh state and cookie, is refused", async () => {
