@@ -189,6 +189,32 @@ describe('POST /api/invoices in process', () => {
   });
 });
 
+describe('API answers in process', () => {
+  // Every answer under /api and /connect, the errors the shell writes included: none may be cached on
+  // the way, and none sniffed by a browser into something other than JSON.
+  it('carry cache-control: no-store and x-content-type-options: nosniff, errors included', async () => {
+    const answers = {
+      list: await get('/api/invoices'),
+      created: await post(invoiceBody()),
+      invalid: await post({}),
+      badQuery: await get('/api/invoices?limit=0'),
+      noKey: await app.request('/api/invoices'),
+      noRoute: await get('/api/nothing-here'),
+      connectNoKey: await app.request('/connect/xero'),
+      callback: await app.request('/connect/xero/callback?state=forged&code=x'),
+    };
+    for (const [name, res] of Object.entries(answers)) {
+      expect(res.status, name).toBeGreaterThanOrEqual(200);
+      expect(res.headers.get('cache-control'), name).toBe('no-store');
+      expect(res.headers.get('x-content-type-options'), name).toBe('nosniff');
+    }
+    expect(answers.list.status).toBe(200);
+    expect(answers.created.status).toBe(202);
+    expect(answers.noKey.status).toBe(401);
+    expect(answers.noRoute.status).toBe(404);
+  });
+});
+
 describe('GET /api/invoices in process', () => {
   it('pages newest first with a cursor, without gaps or repeats, and refuses a cursor it did not make', async () => {
     const org = await createOrganization(app.database.db, 'Paging Ltd');
