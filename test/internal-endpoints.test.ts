@@ -2,8 +2,10 @@
 // a boot that would serve /metrics and /healthz/ticks to anyone refuses; METRICS_PORT serves them on a
 // listener of their own; and a flood of scrapes does not take readiness down with it.
 import { resolve } from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from './support/databases.js';
+import { createOrg } from './support/orgs.js';
 import { freePort } from './support/ports.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { repoRoot, type SpawnOptions, spawnServer } from './support/server.js';
@@ -80,4 +82,51 @@ describe.each(Object.keys(runtimes) as (keyof typeof runtimes)[])('%s with METRI
       server.kill('SIGKILL');
     }
   });
+});
+
+describe('a flood of scrapes', () => {
+  it('does not make /readyz fail: the queue-depth COUNT runs once per window, off the probe pool', async () => {
+    const url = await freshDatabase(cluster);
+    const TOKEN = 'metrics-test-token-0c1d';
+    const server = await spawnServer({ env: { DATABASE_URL: url, METRICS_TOKEN: TOKEN } });
+    const db = new pg.Client(url);
+    try {
+      await server.waitForReady();
+      // Enough pushes that one COUNT … GROUP BY takes tens of milliseconds.
+      const org = await createOrg(url, 'Scraped');
+      await db.connect();
+      await db.query(
+        `INSERT INTO invoice_pushes (organization_id, idempotency_key, request_hash, payload, status)
+         SELECT $1, 'flood-' || n, 'test', '{}'::jsonb, 'awaiting_connection' FROM generate_series(1, 300000) AS n`,
+        [org.id],
+      );
+      await db.query('ANALYZE invoice_pushes');
+      const scrape = () =>
+        server.get('/metrics', { headers: { authorization: `Bearer ${TOKEN}` } }).then(async (r) => {
+          await r.text();
+          return r.status;
+        });
+      const readyz = () =>
+        server.get('/readyz?verbose').then(async (r) => ({ status: r.status, body: await r.text() }));
+      expect(await scrape()).toBe(200);
+
+      // Three waves of 150 concurrent scrapes, /readyz asked in the middle of each.
+      const ready: { status: number; body: string }[] = [];
+      for (let wave = 0; wave < 3; wave++) {
+        const scrapes = Array.from({ length: 150 }, scrape);
+        await new Promise((r) => setTimeout(r, 50));
+        ready.push(...(await Promise.all([readyz(), readyz(), readyz()])));
+        expect(new Set(await Promise.all(scrapes))).toEqual(new Set([200]));
+      }
+      for (const r of ready) expect(r.status, r.body).toBe(200);
+      const depth = await (
+        await server.get('/metrics', { headers: { authorization: `Bearer ${TOKEN}` } })
+      ).text();
+      expect(depth).toContain('honest_health_queue_depth{status="awaiting_connection"} 300000');
+      expect(await server.stop()).toBe(0);
+    } finally {
+      await db.end().catch(() => {});
+      server.kill('SIGKILL');
+    }
+  }, 90_000);
 });
