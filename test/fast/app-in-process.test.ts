@@ -189,6 +189,27 @@ describe('POST /api/invoices in process', () => {
   });
 });
 
+describe('/readyz?verbose in process', () => {
+  // Open to anyone: latency, a short reason and the durability verdict, never the standbys' names.
+  it('shows what an operator needs, and not synchronous_standby_names', async () => {
+    const res = await app.request('/readyz?verbose');
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(JSON.parse(text)).toEqual({
+      status: 'ok',
+      checks: { boot: 'ok', database: 'ok' },
+      details: {
+        boot: { state: 'ok' },
+        database: {
+          latency_ms: expect.any(Number),
+          replication: { synchronous_commit: 'on', commit_waits_for_standby: false },
+        },
+      },
+    });
+    expect(text).not.toContain('standby_names');
+  });
+});
+
 describe('API answers in process', () => {
   // Every answer under /api and /connect, the errors the shell writes included: none may be cached on
   // the way, and none sniffed by a browser into something other than JSON.
