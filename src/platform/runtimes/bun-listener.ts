@@ -1,3 +1,4 @@
+import { DISCARD_MAX_BYTES } from '../http/config.js';
 import { descriptorLimit } from '../http/connection-cap.js';
 import type { FetchHandler, Listen } from '../http/listener.js';
 
@@ -34,8 +35,17 @@ export const listenBun: Listen = async (fetch, { port, host, http: limits, defau
     // Hono's fetch takes (request, env, ctx): hand it the request only, not Bun's server as `env`.
     // Bun hands a request without a Host header (HTTP/1.0) a bare path as its url ("/livez"), on which
     // Hono finds no route: give it an absolute URL on the default host.
-    fetch: (request) =>
-      request.url.startsWith('/') ? fetch(new Request(base + request.url, request)) : fetch(request),
+    fetch: async (request) => {
+      const response = await (request.url.startsWith('/')
+        ? fetch(new Request(base + request.url, request))
+        : fetch(request));
+      // An answer before the body was read (a 413 on its declared size): Bun would close with the rest
+      // unread, and the reset can beat the answer to the client. Read and discard it first, up to a
+      // bound (node-early-answers.ts does the same on Node, answering first).
+      if (hasBody(request) && !request.bodyUsed && request.body)
+        await discard(request.body, DISCARD_MAX_BYTES);
+      return response;
+    },
   });
   // Bun.serve has no header, request or keep-alive timeout and no connection count to cap: its idle
   // timeout is the only limit (docs/http-timeouts.md).
@@ -58,3 +68,22 @@ export const listenBun: Listen = async (fetch, { port, host, http: limits, defau
     },
   };
 };
+
+const hasBody = (request: Request) =>
+  request.headers.has('content-length') || request.headers.has('transfer-encoding');
+
+/** Reads and drops the stream's bytes, at most `maxBytes`; past them the rest is left to the close. */
+async function discard(body: ReadableStream<Uint8Array>, maxBytes: number): Promise<void> {
+  const reader = body.getReader();
+  let read = 0;
+  try {
+    while (read <= maxBytes) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      read += value.byteLength;
+    }
+    await reader.cancel();
+  } catch {
+    // The client went away: nothing left to read.
+  }
+}
