@@ -12,7 +12,8 @@ import { DISCARD_MAX_BYTES } from './config.js';
 // socket 500 ms after the answer, which a slow uplink or a loaded machine outlasts.
 
 export function drainEarlyAnswers(server: Server, maxBytes = DISCARD_MAX_BYTES): void {
-  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+  // Before @hono/node-server's listener, which may answer synchronously.
+  server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => {
     // Most requests have no body: nothing to watch.
     if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) return;
     // 'prefinish' comes before Node's own 'finish' handler, which closes a `Connection: close` answer.
