@@ -35,8 +35,9 @@ export interface ShellOptions<E extends AppEnv> {
   metrics: { token: string | undefined; render(scope: ServedScope): Promise<string> };
   tickHealth: Omit<TickHealthEndpoint, 'pool'>;
   /**
-   * 'elsewhere' when METRICS_PORT runs the internal listener (createInternalShell): this shell then
-   * answers /metrics and /healthz/ticks with 404, like any route it does not have.
+   * 'elsewhere' when METRICS_PORT runs the internal listener (createInternalShell), or a Worker has
+   * no METRICS_TOKEN: this shell then answers /metrics and /healthz/ticks with 404, like any route it
+   * does not have.
    */
   internalEndpoints?: 'here' | 'elsewhere';
 }

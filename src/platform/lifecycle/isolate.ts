@@ -116,12 +116,19 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     const tickPolicy = tickHealth.policy;
     // Per isolate, so the scrapes an isolate serves share their database readings.
     const scrapeCache = createScrapeCache();
+    // A Worker is public on its route and has no second port: METRICS_TOKEN is the only guard. Without
+    // it the internal endpoints are not served (404), unless METRICS_PUBLIC=true asks for them open.
+    const internalServed = telemetry.metricsToken !== undefined || env.METRICS_PUBLIC === 'true';
+    if (!internalServed) {
+      log.warn('/metrics and /healthz/ticks are off: set METRICS_TOKEN (or METRICS_PUBLIC=true)');
+    }
     const shell = createShell({
       app,
       gate,
       log,
       errors,
       telemetry: noTelemetry,
+      internalEndpoints: internalServed ? 'here' : 'elsewhere',
       metrics: {
         token: telemetry.metricsToken,
         render: (scope) => {
