@@ -18,12 +18,12 @@ export function drainEarlyAnswers(server: Server, maxBytes = DISCARD_MAX_BYTES):
     if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) return;
     // 'prefinish' comes before Node's own 'finish' handler, which closes a `Connection: close` answer.
     res.once('prefinish', () => {
-      if (!req.complete) discardTheRest(req, res, maxBytes);
+      if (!req.complete) discardTheRest(req, maxBytes);
     });
   });
 }
 
-function discardTheRest(req: IncomingMessage, res: ServerResponse, maxBytes: number): void {
+function discardTheRest(req: IncomingMessage, maxBytes: number): void {
   const socket = req.socket;
   // Node ends a `Connection: close` answer with socket.destroySoon(): hold that until the body is in.
   const destroySoon = socket.destroySoon;
@@ -35,13 +35,12 @@ function discardTheRest(req: IncomingMessage, res: ServerResponse, maxBytes: num
     if (req.complete) close();
     else req.once('end', close);
   };
-  // After Node's 'finish' handler, whose req._dump() drops every 'data' listener and resumes.
-  res.once('finish', () => {
-    let discarded = 0;
-    req.on('data', (chunk: Buffer) => {
-      discarded += chunk.length;
-      if (discarded > maxBytes) socket.destroy();
-    });
-    req.resume();
+  // Read by us, counted: a request already flowing is not req._dump()ed by Node's 'finish' handler,
+  // which would drop the bytes unseen, and so unbounded.
+  let discarded = 0;
+  req.on('data', (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded > maxBytes) socket.destroy();
   });
+  req.resume();
 }
