@@ -239,17 +239,23 @@ describe('Node', () => {
 describe('Bun', () => {
   // Bun.serve has no header timeout to set: a connection whose headers are not in is closed after about
   // 10 s (12 s with the timer's 4 s tick), dribbling or silent, whatever idleTimeout says. No 408.
-  it('closes a slowloris that dribbles its headers after about 10 s, with idleTimeout far beyond', async () => {
+  it('closes a slowloris dribbling its headers, and a silent socket, after about 10 s, whatever idleTimeout', async () => {
     const server = await bunServer({ HTTP_IDLE_TIMEOUT_MS: '60000' });
+    const silent = await idleSocket(server.port);
     const loris = await drip(
       server.port,
       'GET /livez HTTP/1.1\r\nHost: test\r\n',
       (i) => `X-${i}: y\r\n`,
       500,
     );
-    const ms = await closedWithin(loris.socket, 20_000);
+    const [ms, silentMs] = await Promise.all([
+      closedWithin(loris.socket, 20_000),
+      closedWithin(silent, 20_000),
+    ]);
     loris.stop();
     expect(ms).toBeGreaterThanOrEqual(8000);
+    // A connection that never sends a byte goes the same way.
+    expect(silentMs).toBeGreaterThanOrEqual(8000);
     expect(loris.answer()).toBe('');
     expect(await answers(server, '/livez')).toBe(200);
     await server.stop();
