@@ -112,4 +112,17 @@ describe.each(Object.keys(runtimes) as (keyof typeof runtimes)[])('%s', (name) =
     expect(upload.sent).toBe(bytes);
     expect(upload.ended).toBe('end');
   });
+
+  // A chunked body is read up to the limit by the app, which then gives up on it: the answer still
+  // comes, and the connection is closed rather than left open (it held the server's drain for 22 s).
+  it('answers a slow chunked 2 MiB upload with 413 and closes the connection', async () => {
+    const bytes = 2 * 1024 * 1024;
+    const head =
+      'POST /api/invoices HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n' +
+      `Authorization: Bearer ${apiKeys[name]}\r\nIdempotency-Key: chunked-${name}\r\nTransfer-Encoding: chunked\r\n\r\n`;
+    const upload = await slowUpload(server().port, head, bytes, { chunked: true, timeoutMs: 6000 });
+    expect(upload.response).toMatch(/^HTTP\/1\.1 413 /);
+    expect(upload.response).toContain('"code":"payload_too_large"');
+    expect(upload.ended).not.toBe('timeout');
+  });
 });

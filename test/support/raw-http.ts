@@ -80,7 +80,7 @@ export function slowUpload(
   port: number,
   head: string,
   bodyBytes: number,
-  { chunkBytes = 64 * 1024, gapMs = 40, timeoutMs = 20_000 } = {},
+  { chunkBytes = 64 * 1024, gapMs = 40, timeoutMs = 20_000, chunked = false } = {},
 ): Promise<SlowUpload> {
   return new Promise((resolve) => {
     const socket = connect({ host: '127.0.0.1', port });
@@ -111,7 +111,16 @@ export function slowUpload(
       const next = () => {
         if (done || sent >= bodyBytes) return;
         const n = Math.min(chunkBytes, bodyBytes - sent);
-        socket.write(piece.subarray(0, n), (err) => {
+        const last = sent + n >= bodyBytes;
+        // Transfer-Encoding: chunked frames each piece, and a zero-length chunk ends the body.
+        const framed = chunked
+          ? Buffer.concat([
+              Buffer.from(`${n.toString(16)}\r\n`),
+              piece.subarray(0, n),
+              Buffer.from(last ? '\r\n0\r\n\r\n' : '\r\n'),
+            ])
+          : piece.subarray(0, n);
+        socket.write(framed, (err) => {
           if (err) return;
           sent += n;
           setTimeout(next, gapMs);

@@ -18,7 +18,9 @@ export function drainEarlyAnswers(server: Server, maxBytes = DISCARD_MAX_BYTES):
     if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) return;
     // 'prefinish' comes before Node's own 'finish' handler, which closes a `Connection: close` answer.
     res.once('prefinish', () => {
-      if (!req.complete) discardTheRest(req, maxBytes);
+      // Only a body nobody began: one the app read and gave up on (a chunked body past the limit,
+      // its reader cancelled) has stopped its socket's reading, and closes as Node closes it.
+      if (!req.complete && !req.readableDidRead) discardTheRest(req, maxBytes);
     });
   });
 }
@@ -28,12 +30,18 @@ function discardTheRest(req: IncomingMessage, maxBytes: number): void {
   // Node ends a `Connection: close` answer with socket.destroySoon(): hold that until the body is in.
   const destroySoon = socket.destroySoon;
   socket.destroySoon = () => {
+    let closed = false;
     const close = () => {
+      if (closed) return;
+      closed = true;
       socket.destroySoon = destroySoon;
       destroySoon.call(socket);
     };
-    if (req.complete) close();
-    else req.once('end', close);
+    // A body the app began and gave up on (a chunked one past the limit: the reader cancelled it)
+    // cannot be read any further: close now, as before, rather than hold the socket open.
+    if (req.complete || req.destroyed) return close();
+    req.once('end', close);
+    req.once('close', close);
   };
   // Read by us, counted: a request already flowing is not req._dump()ed by Node's 'finish' handler,
   // which would drop the bytes unseen, and so unbounded.
