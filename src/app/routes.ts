@@ -1,6 +1,7 @@
 import { Hono } from 'hono';
 import type { Logger } from '../platform/log.js';
 import type { SecretBox } from '../platform/secret-box.js';
+import { apiHeaders } from './api-headers.js';
 import type { ApiKeyIndex } from './api-key-index.js';
 import { type AuthEnv, requireApiKey } from './auth.js';
 import type { XeroConfig } from './config.js';
@@ -23,6 +24,7 @@ export interface AppRoutesDeps {
 /** The app's routes: the Xero connect flow and the API behind an API key. */
 export function appRoutes({ apiKeys, xero, xeroConfig, box, log, pushTick }: AppRoutesDeps): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
+  for (const path of ['/api', '/api/*', '/connect', '/connect/*']) app.use(path, apiHeaders);
   app.route('/connect', connectRoutes({ xero, config: xeroConfig, box, log, pushTick }));
   const api = new Hono<AuthEnv>();
   api.use('*', requireApiKey(apiKeys));

@@ -19,6 +19,7 @@ import { createLogger, type Logger } from '../log.js';
 import { withLogContext } from '../log-context.js';
 import { observeDatabase } from '../metrics/db-gauges.js';
 import { createGaugeRegistry } from '../metrics/gauges.js';
+import { createScrapeCache } from '../metrics/scrape-cache.js';
 import { observeTickHealth } from '../metrics/tick-gauges.js';
 import type { AppEnv, AppInstance, AppModule } from '../module.js';
 import { loadTelemetryConfig } from '../telemetry/config.js';
@@ -113,12 +114,21 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     });
     const ticks = app.ticks.map(({ name, intervalMs }) => ({ name, intervalMs }));
     const tickPolicy = tickHealth.policy;
+    // Per isolate, so the scrapes an isolate serves share their database readings.
+    const scrapeCache = createScrapeCache();
+    // A Worker is public on its route and has no second port: METRICS_TOKEN is the only guard. Without
+    // it the internal endpoints are not served (404), unless METRICS_PUBLIC=true asks for them open.
+    const internalServed = telemetry.metricsToken !== undefined || env.METRICS_PUBLIC === 'true';
+    if (!internalServed) {
+      log.warn('/metrics and /healthz/ticks are off: set METRICS_TOKEN (or METRICS_PUBLIC=true)');
+    }
     const shell = createShell({
       app,
       gate,
       log,
       errors,
       telemetry: noTelemetry,
+      internalEndpoints: internalServed ? 'here' : 'elsewhere',
       metrics: {
         token: telemetry.metricsToken,
         render: (scope) => {
@@ -128,11 +138,14 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
           );
           observeDatabase(gauges, scope.probe);
           app.metrics?.gauges?.(gauges, {
-            probeDatabase: scope.probeDatabase,
+            database: scope.database,
+            cache: scrapeCache,
             timeoutMs: config.probeTimeoutMs,
           });
           observeTickHealth(gauges, ticks, tickPolicy, () =>
-            withTimeout(readTickHealth(scope.probeDatabase.pool), config.probeTimeoutMs, 'tick health'),
+            scrapeCache('tick health', () =>
+              withTimeout(readTickHealth(scope.database.pool), config.probeTimeoutMs, 'tick health'),
+            ),
           );
           return gauges.render();
         },
