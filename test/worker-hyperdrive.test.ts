@@ -82,7 +82,7 @@ function worker(
     modulesRoot: outdir,
     compatibilityDate: wrangler.compatibility_date,
     compatibilityFlags: wrangler.compatibility_flags,
-    ...(hyperdrive ? { hyperdrives: { HYPERDRIVE: hyperdrive } } : {}),
+    ...(hyperdrive ? { hyperdrives: { HYPERDRIVE: withPassword(hyperdrive) } } : {}),
     bindings: {
       TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY,
       LOG_LEVEL: 'info',
@@ -94,6 +94,14 @@ function worker(
   });
   started.push(mf);
   return mf;
+}
+
+// Miniflare requires a password in a Hyperdrive origin; the test clusters trust local connections.
+const PASSWORD = 'hyperdrive-local-7c1f';
+function withPassword(url: string): string {
+  const u = new URL(url);
+  u.password = PASSWORD;
+  return u.toString();
 }
 
 async function readyz(mf: Miniflare) {
@@ -145,8 +153,8 @@ describe('the Worker through a Hyperdrive binding, in workerd', () => {
     );
     expect(lines.find((l) => l.msg === 'isolate database')?.database).toBe('hyperdrive');
     // The binding's connection string holds a password: it is in no log line.
-    const secret = new URL(url).password;
-    if (secret) expect(JSON.stringify(lines)).not.toContain(secret);
+    expect(lines.length).toBeGreaterThan(0);
+    expect(JSON.stringify(lines)).not.toContain(PASSWORD);
   });
 
   it('a read-only answer disposes the pools; once the database takes writes again the next request is ready', async () => {
@@ -162,9 +170,10 @@ describe('the Worker through a Hyperdrive binding, in workerd', () => {
         status: 503,
         body: { status: 'unavailable', checks: { boot: 'ok', database: 'read_only' } },
       });
+      // The probe's pool is thrown away; the app's was never opened by this request (nothing to dispose).
       await until(
         async () => lines.filter((l) => l.msg === 'database pool disposed').map((l) => l.role),
-        (roles) => roles.includes('probe') && roles.includes('app'),
+        (roles) => roles.includes('probe'),
         5000,
       );
       expect(lines.some((l) => l.msg === 'database read-only episode started: disposing pools')).toBe(true);
