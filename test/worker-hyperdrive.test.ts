@@ -209,7 +209,12 @@ describe('the Worker through a Hyperdrive binding, in workerd', () => {
     const url = await freshDatabase(cluster);
     const { log } = captureLog();
     const handle = await openDatabase(url, log);
-    const { org, tenantId } = await connectedOrganization(handle.db, await testBox(), sandbox, 'Hyperdrive Co');
+    const { org, tenantId } = await connectedOrganization(
+      handle.db,
+      await testBox(),
+      sandbox,
+      'Hyperdrive Co',
+    );
     const id = await queuePush(handle.db, org.id, 'hyperdrive-1');
     await handle.close();
     const mf = worker(url, sandboxEnv(sandbox));

@@ -3,6 +3,8 @@ import { createIsolateHandlers } from '../platform/lifecycle/isolate.js';
 import { hyperdriveIsolateDatabase } from '../platform/lifecycle/isolate-hyperdrive.js';
 
 // node-postgres through the HYPERDRIVE binding (wrangler.toml's [[hyperdrive]], docs/deploy-workers.md).
-const { fetch, scheduled } = createIsolateHandlers(honestHealth, { databases: [hyperdriveIsolateDatabase()] });
+const { fetch, scheduled } = createIsolateHandlers(honestHealth, {
+  databases: [hyperdriveIsolateDatabase()],
+});
 
 export default { fetch, scheduled };

@@ -22,7 +22,10 @@ function counted() {
       return honestHealth.loadConfig(env);
     },
   };
-  return { handlers: createIsolateHandlers(module, { databases: [neonIsolateDatabase] }), boots: () => boots };
+  return {
+    handlers: createIsolateHandlers(module, { databases: [neonIsolateDatabase] }),
+    boots: () => boots,
+  };
 }
 
 const request = (path: string) => new Request(`https://worker.example${path}`);

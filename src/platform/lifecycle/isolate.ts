@@ -28,8 +28,8 @@ import { noTelemetry } from '../telemetry/telemetry.js';
 import { withTimeout } from '../timeout.js';
 import { createDatabases, type Databases } from './databases.js';
 import { FollowUpRuns } from './follow-up-runs.js';
-import type { Bindings, IsolateDatabase } from './isolate-database.js';
 import { bootCauseOf, IsolateBootError, RetryingBoot } from './isolate-boot.js';
+import type { Bindings, IsolateDatabase } from './isolate-database.js';
 
 // The isolate lifecycle (Cloudflare Workers; ARCHITECTURE.md, "Workers"). There is no process to boot:
 // an isolate's first request builds the app once (configuration, the app module, the HTTP shell, the

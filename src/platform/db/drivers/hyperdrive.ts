@@ -54,7 +54,8 @@ export function createHyperdriveDriver(options: HyperdriveDriverOptions): Databa
         pool.db,
         () => statements.named,
         () => {
-          if (statements.named) options.log.warn('named prepared statements lost behind Hyperdrive: using unnamed ones');
+          if (statements.named)
+            options.log.warn('named prepared statements lost behind Hyperdrive: using unnamed ones');
           statements.named = false;
         },
       );
@@ -64,7 +65,11 @@ export function createHyperdriveDriver(options: HyperdriveDriverOptions): Databa
   };
 }
 
-function createPool({ Pool, drizzle }: Modules, options: HyperdriveDriverOptions, role: PoolRole): DatabasePool {
+function createPool(
+  { Pool, drizzle }: Modules,
+  options: HyperdriveDriverOptions,
+  role: PoolRole,
+): DatabasePool {
   const probe = role === 'probe';
   const pool = new Pool({
     connectionString: options.connectionString,
@@ -72,7 +77,12 @@ function createPool({ Pool, drizzle }: Modules, options: HyperdriveDriverOptions
     connectionTimeoutMillis: probe ? options.probeTimeoutMs : Math.max(options.probeTimeoutMs, 10_000),
     ...(probe ? { query_timeout: options.probeTimeoutMs } : {}),
   });
-  return wrapPgCompatiblePool(pool as unknown as PgCompatiblePool, drizzle({ client: pool }), role, options.log);
+  return wrapPgCompatiblePool(
+    pool as unknown as PgCompatiblePool,
+    drizzle({ client: pool }),
+    role,
+    options.log,
+  );
 }
 
 /** The binding's object, if `value` is one (a Worker's env also holds strings, KV namespaces, ...). */
