@@ -8,7 +8,7 @@ import { parse } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import { type Cluster, startCluster, startStandby, waitForReplay } from './support/postgres.js';
 import { repoRoot, TEST_TOKEN_KEY } from './support/server.js';
 import {
   captureLog,
@@ -186,6 +186,78 @@ describe('the Worker through a Hyperdrive binding, in workerd', () => {
       body: { status: 'ok', checks: { boot: 'ok', database: 'ok' } },
     });
     expect(await beats(url)).toBe(before + 1);
+  });
+
+  it('behind a real standby: read_only, then ready once it is promoted, without a restart', async () => {
+    const url = await migrated();
+    const dbName = new URL(url).pathname.slice(1);
+    const standby = await startStandby(cluster);
+    try {
+      await waitForReplay(cluster, standby);
+      const mf = worker(standby.url(dbName));
+      // The boot only reads (the schema is current on the standby too); the probe's write is refused.
+      const res = await mf.dispatchFetch('http://worker/readyz?verbose');
+      expect(res.status).toBe(503);
+      expect(((await res.json()) as { checks: unknown }).checks).toEqual({
+        boot: 'ok',
+        database: 'read_only',
+      });
+      await standby.promote();
+      const ready = await until(
+        () => readyz(mf),
+        (r) => r.status === 200,
+        15_000,
+      );
+      expect(ready.body.checks).toEqual({ boot: 'ok', database: 'ok' });
+    } finally {
+      await standby.remove();
+    }
+  });
+
+  it('disposes and retries a tick poisoned by a terminated backend (57P01) once, inside the invocation', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    const handle = await openDatabase(url, log);
+    const { org, tenantId } = await connectedOrganization(
+      handle.db,
+      await testBox(),
+      sandbox,
+      'Poisoned HD Co',
+    );
+    const id = await queuePush(handle.db, org.id, 'hyperdrive-poison');
+    await handle.close();
+    const mf = worker(url, sandboxEnv(sandbox));
+    await readyz(mf);
+    // The tick's claim waits on a held table lock; its backend is terminated, then the lock let go.
+    const locker = new pg.Client(url);
+    await locker.connect();
+    await locker.query('BEGIN');
+    await locker.query('LOCK TABLE invoice_pushes IN ACCESS EXCLUSIVE MODE');
+    const fetcher = (await mf.getWorker()) as unknown as { scheduled(o: { cron: string }): Promise<unknown> };
+    const run = fetcher.scheduled({ cron: '* * * * *' });
+    const dbName = new URL(url).pathname.slice(1);
+    const waiting = await until(
+      async () =>
+        (
+          await cluster.query<{ pid: number }>(
+            `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock' AND query ILIKE '%update invoice_pushes%'`,
+            [dbName],
+          )
+        ).rows,
+      (rows) => rows.length > 0,
+      20_000,
+      25,
+    );
+    await cluster.query('SELECT pg_terminate_backend($1)', [waiting[0]?.pid]);
+    await locker.query('COMMIT');
+    await locker.end();
+    await run;
+    const db = new pg.Client(url);
+    await db.connect();
+    const { rows } = await db.query('SELECT status FROM invoice_pushes WHERE id = $1', [id]);
+    await db.end();
+    expect(rows[0].status).toBe('pushed');
+    expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(1);
   });
 
   it('without the binding the isolate says its configuration failed, and keeps liveness', async () => {
