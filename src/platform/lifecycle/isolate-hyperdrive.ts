@@ -1,5 +1,6 @@
 import { ConfigError } from '../config.js';
-import { asHyperdriveBinding, createHyperdriveDriver } from '../db/drivers/hyperdrive.js';
+import { createHyperdriveDriver } from '../db/drivers/hyperdrive.js';
+import { asHyperdriveBinding } from '../db/drivers/hyperdrive-binding.js';
 import type { IsolateDatabase } from './isolate-database.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { Hono } from 'hono';
 import { type Config, ConfigError, type Env, loadAll, loadConfig } from '../config.js';
-import { asHyperdriveBinding } from '../db/drivers/hyperdrive.js';
+import { asHyperdriveBinding } from '../db/drivers/hyperdrive-binding.js';
 import { FailoverEpisodes } from '../db/episode.js';
 import type { DatabaseHandle } from '../db/handle.js';
 import { schemaState } from '../db/migrate.js';

@@ -3,11 +3,6 @@ import { registerStatementPolicy } from '../statements.js';
 import type { DatabaseDriver, DatabasePool, PoolRole } from '../types.js';
 import { type PgCompatiblePool, wrapPgCompatiblePool } from './pg-compatible.js';
 
-/** What a `[[hyperdrive]]` binding gives a Worker (the fields this driver reads). */
-export interface HyperdriveBinding {
-  readonly connectionString: string;
-}
-
 export interface HyperdriveDriverOptions {
   /** `env.HYPERDRIVE.connectionString`: read per invocation, never logged (it holds a password). */
   connectionString: string;
@@ -83,11 +78,4 @@ function createPool(
     role,
     options.log,
   );
-}
-
-/** The binding's object, if `value` is one (a Worker's env also holds strings, KV namespaces, ...). */
-export function asHyperdriveBinding(value: unknown): HyperdriveBinding | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  const { connectionString } = value as { connectionString?: unknown };
-  return typeof connectionString === 'string' && connectionString !== '' ? { connectionString } : undefined;
 }
