@@ -8,7 +8,7 @@ import pg from 'pg';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type PgCompatiblePool, wrapPgCompatiblePool } from '../../src/platform/db/drivers/pg-compatible.js';
-import { poolInternals } from '../../src/platform/db/drivers/pg-pool-internals.js';
+import { closeIdleClients, poolInternals } from '../../src/platform/db/drivers/pg-pool-internals.js';
 import { isPoisoned } from '../../src/platform/db/poison.js';
 import type { Database } from '../../src/platform/db/types.js';
 import { createLogger } from '../../src/platform/log.js';
@@ -27,6 +27,18 @@ describe("pg-pool's private fields that closeIdle() uses", () => {
     const pool = new NeonPool({ connectionString: 'postgres://nobody@127.0.0.1:1/none' });
     expect(poolInternals(pool)).toBeDefined();
     await pool.end();
+  });
+});
+
+describe('closeIdle() on a pool without those fields', () => {
+  it('closes nothing and says so once, not silently', () => {
+    const lines: Record<string, unknown>[] = [];
+    const log = createLogger('warn', {}, (line) => lines.push(JSON.parse(line)));
+    expect(closeIdleClients({ _idle: [{ client: {} }] }, log)).toBe(0);
+    expect(closeIdleClients({}, log)).toBe(0);
+    expect(lines.map((l) => l.msg)).toEqual([
+      'cannot close idle database connections: pg-pool internals changed (see docs/poolers.md)',
+    ]);
   });
 });
 
