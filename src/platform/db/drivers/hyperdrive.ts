@@ -29,8 +29,9 @@ type Modules = {
  * (developers.cloudflare.com/hyperdrive/examples/connect-to-postgres/postgres-drivers-and-libraries/node-postgres/).
  * Hyperdrive keeps the pool of origin connections, so a connection here costs no Postgres handshake.
  *
- * Hyperdrive pools in transaction mode; its docs say pg's protocol-level named statements are
- * supported there, so names stay on, with the run-time fallback every pg pool has (statements.ts).
+ * Hyperdrive pools in transaction mode; Cloudflare lists pg's protocol-level named statements as
+ * supported there and SQL PREPARE as not ("Supported databases and features"), so names stay on, with
+ * the run-time fallback every pg pool has (statements.ts).
  * No application_name: the binding's startup parameters are Cloudflare's, and nothing here needs it.
  */
 export function createHyperdriveDriver(options: HyperdriveDriverOptions): DatabaseDriver {
