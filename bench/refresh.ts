@@ -15,7 +15,9 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
+import pg from 'pg';
 import {
+  dueGrantsQuery,
   KEEP_ALIVE_MS,
   type RefreshTickDeps,
   type RefreshTickResult,
@@ -57,6 +59,41 @@ async function oldRefreshTick(): Promise<RefreshTick> {
   }
   const old = (await import(file)) as { refreshExpiringTokens: RefreshTick };
   return old.refreshExpiringTokens;
+}
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  'Shared Hit Blocks'?: number;
+  'Shared Read Blocks'?: number;
+  Plans?: PlanNode[];
+}
+
+/** EXPLAIN ANALYZE of the due query: its time, buffers, and how it reads invoice_pushes. */
+async function explainDueQuery(d: RefreshTickDeps) {
+  const query = dueGrantsQuery(db, d).toSQL();
+  const client = new pg.Client(url);
+  await client.connect();
+  try {
+    const { rows } = await client.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${query.sql}`, query.params);
+    const [top] = rows[0]['QUERY PLAN'] as { Plan: PlanNode; 'Execution Time': number }[];
+    if (!top) throw new Error('no plan');
+    const pushesScans: string[] = [];
+    const walk = (n: PlanNode) => {
+      if (n['Relation Name'] === 'invoice_pushes')
+        pushesScans.push(`${n['Node Type']} ${n['Index Name'] ?? ''}`.trim());
+      for (const c of n.Plans ?? []) walk(c);
+    };
+    walk(top.Plan);
+    return {
+      ms: top['Execution Time'],
+      buffers: (top.Plan['Shared Hit Blocks'] ?? 0) + (top.Plan['Shared Read Blocks'] ?? 0),
+      pushesScans: [...new Set(pushesScans)],
+    };
+  } finally {
+    await client.end();
+  }
 }
 
 const [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
@@ -139,6 +176,7 @@ try {
   }
   idleRuns.sort((a, b) => a - b);
   const idleRunMs = idleRuns[Math.floor(idleRuns.length / 2)] ?? Number.NaN;
+  const plan = await explainDueQuery({ ...deps, keepAliveMs: 365 * DAY });
 
   progress(`new policy: ${DAYS} virtual days in ${STEP_MINUTES}-minute steps`);
   const newBefore = refreshes();
@@ -173,6 +211,9 @@ try {
       old_calls: oldCalls,
       new_calls: newCalls,
       idle_run_ms_p50: idleRunMs,
+      due_query_ms: plan.ms,
+      due_query_buffers: plan.buffers,
+      due_query_pushes_scans: plan.pushesScans,
       active_at_end: alive?.active,
       oldest_refresh_token_days: Number(alive?.oldest_days),
       loadavg_1m: loadavg()[0],
