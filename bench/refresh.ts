@@ -181,7 +181,13 @@ try {
   progress(`new policy: ${DAYS} virtual days in ${STEP_MINUTES}-minute steps`);
   const newBefore = refreshes();
   const newStart = Date.now();
-  for (let t = 0; t < DAYS * DAY; t += STEP_MINUTES * MINUTE) await step(refreshExpiringTokens, STEP_MINUTES);
+  for (let t = 0; t < DAYS * DAY; t += STEP_MINUTES * MINUTE) {
+    await step(refreshExpiringTokens, STEP_MINUTES);
+    if ((t + STEP_MINUTES * MINUTE) % (7 * DAY) < STEP_MINUTES * MINUTE)
+      progress(
+        `day ${Math.round((t + STEP_MINUTES * MINUTE) / DAY)}: ${refreshes() - newBefore} token calls`,
+      );
+  }
   const newCalls = refreshes() - newBefore;
   const newPerDay = newCalls / GRANTS / DAYS;
   const newWallS = (Date.now() - newStart) / 1000;
