@@ -171,6 +171,7 @@ try {
   await db.execute(sql`
     UPDATE xero_grants SET access_expires_at = now() - interval '1 day',
       refresh_token_issued_at = now() - random() * ${`${KEEP_ALIVE_MS} milliseconds`}::interval`);
+  await db.execute(sql`VACUUM ANALYZE xero_grants`);
   const idleRuns: number[] = [];
   for (let i = 0; i < 21; i++) {
     const t = performance.now();

@@ -145,12 +145,12 @@ export function dueGrantsQuery(db: Database, deps: RefreshTickDeps) {
 const MAX_REASON = 200;
 
 /**
- * Refreshes what is needed: a grant's access token (Xero's last "30 minutes") ahead of a push due on
- * it, and an idle grant's refresh token once per keep-alive cadence (KEEP_ALIVE_MS); an idle grant's
+ * Refreshes what is needed: a grant's access token (Xero's: "30 minutes") ahead of a push due on it,
+ * and an idle grant's refresh token once per keep-alive cadence (KEEP_ALIVE_MS); an idle grant's
  * access token is left to expire. Once per grant, whatever number of tenants it serves (one consent,
  * one token pair). A push the claim found with a stale token is deferred and, being due, makes its
- * grant one of the next run's, ahead of every keep-alive. The claim (one statement) reserves a batch. Then, one grant
- * after another, the lease is taken anew right before Xero is called (a compare-and-set on this
+ * grant one of the next run's, ahead of every keep-alive. The claim (one statement) reserves a batch.
+ * Then, one grant after another, the lease is taken anew right before Xero is called (a compare-and-set on this
  * owner and the token version, recording which version is being refreshed), so the lease covers the
  * whole call however long the batch has run; a grant whose lease another replica took meanwhile is
  * skipped. No two replicas redeem one refresh token. The save is a compare-and-set on token_version,
