@@ -150,9 +150,9 @@ const MAX_REASON = 200;
  * access token is left to expire. Once per grant, whatever number of tenants it serves (one consent,
  * one token pair). A push the claim found with a stale token is deferred and, being due, makes its
  * grant one of the next run's, ahead of every keep-alive. The claim (one statement) reserves a batch.
- * Then, one grant after another, the lease is taken anew right before Xero is called (a compare-and-set on this
- * owner and the token version, recording which version is being refreshed), so the lease covers the
- * whole call however long the batch has run; a grant whose lease another replica took meanwhile is
+ * Then, one grant after another, the lease is taken anew right before Xero is called (a
+ * compare-and-set on this owner and the token version, recording which version is being refreshed), so
+ * the lease covers the whole call however long the batch has run; a grant whose lease another replica took meanwhile is
  * skipped. No two replicas redeem one refresh token. The save is a compare-and-set on token_version,
  * so an older token never overwrites a newer one. If Xero's answer is lost or the save fails (a
  * failover between the two), the retry sends the same old refresh token, which Xero still accepts for
