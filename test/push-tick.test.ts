@@ -119,7 +119,7 @@ describe('push tick, per push', () => {
 
     // A refresh saves a new token version: the next push decrypts (and sends) the new token.
     await handle.db.execute(
-      sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes' WHERE id = ${grantId}`,
+      sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes', refresh_token_issued_at = now() - interval '8 days' WHERE id = ${grantId}`,
     );
     const refreshed = await refreshExpiringTokens(handle.db, {
       xero: createXeroClient(xeroConfigFor(sandbox)),

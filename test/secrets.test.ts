@@ -130,7 +130,9 @@ describe('secrets', () => {
       ).toBe(401);
 
       // A token refresh: the old refresh token goes to Xero, new tokens come back.
-      await direct.query(`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes'`);
+      await direct.query(
+        `UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes', refresh_token_issued_at = now() - interval '8 days'`,
+      );
       await until(
         async () => (await direct.query('SELECT token_version FROM xero_grants')).rows[0]?.token_version,
         (v) => v === 2,

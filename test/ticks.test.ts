@@ -321,7 +321,7 @@ async function connection(id: string) {
 
 const expireSoon = (connectionId: string) =>
   handle.db.execute(
-    sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes'
+    sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes', refresh_token_issued_at = now() - interval '8 days'
         WHERE id = (SELECT grant_id FROM xero_connections WHERE id = ${connectionId})`,
   );
 

@@ -523,7 +523,8 @@ describe('the Worker in workerd', () => {
     const locker = new pg.Client(url);
     await locker.connect();
     await locker.query('BEGIN');
-    await locker.query('LOCK TABLE invoice_pushes IN ACCESS EXCLUSIVE MODE');
+    // EXCLUSIVE: writes wait, reads do not (the refresh tick, which runs first, reads due pushes).
+    await locker.query('LOCK TABLE invoice_pushes IN EXCLUSIVE MODE');
     const run = scheduled(mf);
     const dbName = new URL(url).pathname.slice(1);
     const waiting = await until(

@@ -121,7 +121,7 @@ async function query<T = Record<string, unknown>>(text: string, params: unknown[
 
 const expireSoon = (grantId: string) =>
   handle.db.execute(
-    sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes' WHERE id = ${grantId}`,
+    sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes', refresh_token_issued_at = now() - interval '8 days' WHERE id = ${grantId}`,
   );
 
 describe('one grant with three tenants', () => {

@@ -127,7 +127,9 @@ describe('migration 0005 (xero_grants)', () => {
         expect(sandbox.state.statsSnapshot().invoicesCreated[tenants[1] as string]).toBe(1);
 
         // The first refresh re-seals each grant under its own id.
-        await direct.query(`UPDATE xero_grants SET access_expires_at = now() + interval '1 minute'`);
+        await direct.query(
+          `UPDATE xero_grants SET access_expires_at = now() + interval '1 minute', refresh_token_issued_at = now() - interval '8 days'`,
+        );
         const refreshed = await refreshExpiringTokens(handle.db, {
           xero,
           box,

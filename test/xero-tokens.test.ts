@@ -107,9 +107,14 @@ async function grantRow(db: Database, id: string) {
   return row;
 }
 
-/** Every grant of the database is due for a refresh (its access token expires in 5 minutes). */
+/**
+ * Every grant of the database is due for a refresh: its access token expires in 5 minutes and its
+ * refresh token is past the keep-alive cadence (an idle grant is refreshed only then, or for a push).
+ */
 const allDue = (db: Database) =>
-  db.execute(sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes'`);
+  db.execute(
+    sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes', refresh_token_issued_at = now() - interval '8 days'`,
+  );
 
 /** GET /api/connections as the organization sees it. */
 async function connectionsOf(handle: DatabaseHandle, box: SecretBox, org: { id: string; name: string }) {
@@ -279,7 +284,7 @@ describe('rotating TOKEN_ENCRYPTION_KEY', () => {
       round += 1;
       const before = stats();
       await db.execute(
-        sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes' WHERE id = ANY(${sql.param(refresh)}::uuid[])`,
+        sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes', refresh_token_issued_at = now() - interval '8 days' WHERE id = ANY(${sql.param(refresh)}::uuid[])`,
       );
       expect(await refreshExpiringTokens(db, refreshDeps(box))).toMatchObject({ refreshed: refresh.length });
       for (const o of orgs) await queuePush(db, o.org.id, `rotate-${round}`);
@@ -352,7 +357,7 @@ describe('rotating TOKEN_ENCRYPTION_KEY', () => {
     );
     // A refresh (a server with the old key only, mid-rollout) saves grant A's new token pair.
     await db.execute(
-      sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes' WHERE id = ${a.grantId}`,
+      sql`UPDATE xero_grants SET access_expires_at = now() + interval '5 minutes', refresh_token_issued_at = now() - interval '8 days' WHERE id = ${a.grantId}`,
     );
     expect(await refreshExpiringTokens(db, refreshDeps(oldBox))).toMatchObject({ refreshed: 1 });
     const refreshed = await grantRow(db, a.grantId);

@@ -15,6 +15,8 @@ export interface AppConfig {
   backoff: { baseMs: number; maxMs: number };
   /** Xero's limits, shared by every replica through Postgres; windows shortened only by test settings. */
   xeroBudget: XeroBudget;
+  /** How often an idle grant's refresh token is used, so that it never reaches Xero's 60 days unused. */
+  refreshKeepAliveMs: number;
 }
 
 export interface XeroConfig {
@@ -90,6 +92,9 @@ const schema = object({
   PUSH_BATCH_SIZE: int(1, 1000, 50),
   PUSH_BACKOFF_BASE_MS: int(10, 3_600_000, 30_000),
   PUSH_BACKOFF_MAX_MS: int(10, 86_400_000, 3_600_000),
+  // Xero: "Unused refresh tokens expire after 60 days" (developer.xero.com/faq/oauth2). At most 30, so
+  // a grant whose refreshes fail still has a month of back-offs and alerts before its consent is lost.
+  XERO_REFRESH_KEEP_ALIVE_DAYS: int(1, 30, 7),
   // Tests and benchmarks only: shorter windows for Xero's minute and day (the sandbox shortened alike).
   // Production leaves them unset and counts Xero's real 60 s and 24 h.
   XERO_BUDGET_TEST_MINUTE_MS: int(100, 60_000, 60_000),
@@ -174,5 +179,6 @@ export function loadAppConfig(env: Env): AppConfig {
       e.XERO_BUDGET_TEST_DAY_MS,
       e.XERO_BUDGET_TEST_SEND_WITHIN_MS,
     ),
+    refreshKeepAliveMs: e.XERO_REFRESH_KEEP_ALIVE_DAYS * 86_400_000,
   };
 }

@@ -151,8 +151,16 @@ export const migrations: Migration[] = [
       "UPDATE \"organizations\" o SET \"default_connection_id\" = (\n  SELECT c.\"id\" FROM \"xero_connections\" c WHERE c.\"organization_id\" = o.\"id\" AND c.\"status\" = 'active'\n  ORDER BY c.\"created_at\", c.\"id\" LIMIT 1)\n  WHERE o.\"default_connection_id\" IS NULL;",
       "ALTER TABLE \"xero_connections\" ADD CONSTRAINT \"xero_connections_tenant_unique\" UNIQUE(\"tenant_id\");"
     ]
+  },
+  {
+    "tag": "0011_grant_keep_alive",
+    "hash": "58884e1a1bdf38b991ae1a72d3c2161a9fb723017d6d790b51089595c3473388",
+    "createdAt": 1796162032518,
+    "statements": [
+      "ALTER TABLE \"xero_grants\" ADD COLUMN \"refresh_token_issued_at\" timestamp with time zone DEFAULT now() NOT NULL;"
+    ]
   }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestMigrationAt = 1796161062108;
+export const latestMigrationAt = 1796162032518;

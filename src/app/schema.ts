@@ -71,6 +71,11 @@ export const xeroGrants = pgTable(
     refreshError: text('refresh_error'),
     refreshFailures: integer('refresh_failures').notNull().default(0),
     refreshRetryAt: timestamp('refresh_retry_at', { withTimezone: true }),
+    // When Xero issued the stored refresh token (the consent, or the last refresh): an idle grant is
+    // refreshed once it is this old plus the keep-alive cadence, well inside Xero's 60 days. The
+    // default is right for the rows that existed when the column was added (the previous release
+    // refreshed every active grant every ~20 minutes) and for every new consent.
+    refreshTokenIssuedAt: timestamp('refresh_token_issued_at', { withTimezone: true }).notNull().defaultNow(),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },

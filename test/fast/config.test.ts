@@ -88,6 +88,16 @@ describe('configuration', () => {
     );
   });
 
+  it("keeps idle grants alive every 7 days by default, from 1 to 30 days, well inside Xero's 60", () => {
+    expect(loadAppConfig({}).refreshKeepAliveMs).toBe(7 * 86_400_000);
+    expect(loadAppConfig({ XERO_REFRESH_KEEP_ALIVE_DAYS: '30' }).refreshKeepAliveMs).toBe(30 * 86_400_000);
+    for (const days of ['0', '31', '60', '7.5']) {
+      expect(() => loadAppConfig({ XERO_REFRESH_KEEP_ALIVE_DAYS: days })).toThrow(
+        /XERO_REFRESH_KEEP_ALIVE_DAYS must be an integer from 1 to 30/,
+      );
+    }
+  });
+
   it('treats empty variables as unset', () => {
     expect(loadConfig({ PORT: '', DATABASE_URL: '' })).toMatchObject({
       port: 8080,

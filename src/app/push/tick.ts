@@ -144,7 +144,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
       settlements.push({ id: push.id, status: 'awaiting_connection', attempts: push.attempts - 1 });
       result.deferred += 1;
     } else if (!push.token_fresh) {
-      defer(push, 15_000); // the refresh tick renews it
+      defer(push, 15_000); // still due, so the next refresh run renews its grant first (refresh-tokens.ts)
     } else {
       sendable.push(push);
       versions.set(push.grant_id, push.token_version ?? 0);

@@ -12,8 +12,12 @@ export interface RefreshTickDeps {
   xero: XeroClient;
   box: SecretBox;
   owner: string;
-  /** Refresh access tokens that expire within this window (Xero's last 30 minutes). */
+  /** Refresh access tokens that expire within this window (Xero's last 30 minutes)... */
   refreshWithinMs: number;
+  /** ...and only for grants with a push due within this horizon (default: refreshWithinMs). */
+  aheadMs?: number;
+  /** An idle grant's refresh token is used once it is this old (default KEEP_ALIVE_MS). */
+  keepAliveMs?: number;
   /** Taken anew right before each grant's call: it must outlast one Xero call (its timeout) and the save. */
   leaseMs: number;
   batchSize: number;
@@ -79,15 +83,76 @@ export function refreshBackoffMs(failures: number, kind: 'broken' | 'xero'): num
   return failures <= 1 ? 0 : Math.min(300_000, 60_000 * 2 ** (failures - 2));
 }
 
+/**
+ * Xero: "Unused refresh tokens expire after 60 days" (developer.xero.com/faq/oauth2). An idle grant's
+ * refresh token is used every 7 days: one call a week instead of ~70 a day, with 53 days left to
+ * notice and fix a refresh that keeps failing (a lost key, Xero unreachable) before the consent is lost.
+ */
+export const KEEP_ALIVE_MS = 7 * 86_400_000;
+
+/**
+ * The grants this run refreshes, pushes first. A grant needs its access token renewed when a push on
+ * one of its active connections is due within the horizon: an EXISTS that probes
+ * invoice_pushes_connection_due_idx (partial: queued and failed only), so pushed and dead history is
+ * never read. Its cost is one probe per connection of each active grant whose token is about to expire
+ * (every idle grant), stopping at the first due push. Otherwise an idle grant is refreshed only to keep
+ * its refresh token alive.
+ */
+function dueGrants(deps: RefreshTickDeps) {
+  const pushDue = sql`EXISTS (
+    SELECT 1 FROM xero_connections c JOIN invoice_pushes p ON p.connection_id = c.id
+    WHERE c.grant_id = ${xeroGrants.id} AND c.status = 'active'
+      AND p.status IN ('queued', 'failed') AND p.next_attempt_at < now() + ${interval(deps.aheadMs ?? deps.refreshWithinMs)})`;
+  const expiring = or(
+    isNull(xeroGrants.accessExpiresAt),
+    lt(xeroGrants.accessExpiresAt, sql`now() + ${interval(deps.refreshWithinMs)}`),
+  );
+  const forPush = and(expiring, pushDue);
+  const keepAlive = lt(
+    xeroGrants.refreshTokenIssuedAt,
+    sql`now() - ${interval(deps.keepAliveMs ?? KEEP_ALIVE_MS)}`,
+  );
+  return { forPush, keepAlive };
+}
+
+/** The batch this run claims (its ids), locked: exported so that a benchmark can EXPLAIN it. */
+export function dueGrantsQuery(db: Database, deps: RefreshTickDeps) {
+  const { forPush, keepAlive } = dueGrants(deps);
+  return (
+    db
+      .select({ id: xeroGrants.id })
+      .from(xeroGrants)
+      .where(
+        and(
+          eq(xeroGrants.status, 'active'),
+          or(forPush, keepAlive),
+          or(isNull(xeroGrants.refreshRetryAt), lt(xeroGrants.refreshRetryAt, sql`now()`)),
+          or(
+            isNull(xeroGrants.refreshLeaseExpiresAt),
+            lt(xeroGrants.refreshLeaseExpiresAt, sql`now()`),
+            eq(xeroGrants.refreshLeaseOwner, deps.owner),
+          ),
+        ),
+      )
+      // Pushes first: a backlog of keep-alives (every grant the migration stamped at once) never delays one.
+      .orderBy(sql`(${forPush}) DESC`, xeroGrants.accessExpiresAt)
+      .limit(deps.batchSize)
+      .for('update', { skipLocked: true })
+  );
+}
+
 /** At most this much of an unexpected error's message is kept on the row. */
 const MAX_REASON = 200;
 
 /**
- * Refreshes Xero grants before their access token expires: once per grant, whatever number of tenants
- * it serves (one consent, one token pair). The claim (one statement) reserves a batch. Then, one grant
- * after another, the lease is taken anew right before Xero is called (a compare-and-set on this
- * owner and the token version, recording which version is being refreshed), so the lease covers the
- * whole call however long the batch has run; a grant whose lease another replica took meanwhile is
+ * Refreshes what is needed: a grant's access token (Xero's: "30 minutes") ahead of a push due on it,
+ * and an idle grant's refresh token once per keep-alive cadence (KEEP_ALIVE_MS); an idle grant's
+ * access token is left to expire. Once per grant, whatever number of tenants it serves (one consent,
+ * one token pair). A push the claim found with a stale token is deferred and, being due, makes its
+ * grant one of the next run's, ahead of every keep-alive. The claim (one statement) reserves a batch.
+ * Then, one grant after another, the lease is taken anew right before Xero is called (a
+ * compare-and-set on this owner and the token version, recording which version is being refreshed), so
+ * the lease covers the whole call however long the batch has run; a grant whose lease another replica took meanwhile is
  * skipped. No two replicas redeem one refresh token. The save is a compare-and-set on token_version,
  * so an older token never overwrites a newer one. If Xero's answer is lost or the save fails (a
  * failover between the two), the retry sends the same old refresh token, which Xero still accepts for
@@ -109,27 +174,7 @@ export async function refreshExpiringTokens(db: Database, deps: RefreshTickDeps)
     invalidClient: 0,
   };
   if (deps.credentials?.blocked()) return result;
-  const due = db
-    .select({ id: xeroGrants.id })
-    .from(xeroGrants)
-    .where(
-      and(
-        eq(xeroGrants.status, 'active'),
-        or(
-          isNull(xeroGrants.accessExpiresAt),
-          lt(xeroGrants.accessExpiresAt, sql`now() + ${interval(deps.refreshWithinMs)}`),
-        ),
-        or(isNull(xeroGrants.refreshRetryAt), lt(xeroGrants.refreshRetryAt, sql`now()`)),
-        or(
-          isNull(xeroGrants.refreshLeaseExpiresAt),
-          lt(xeroGrants.refreshLeaseExpiresAt, sql`now()`),
-          eq(xeroGrants.refreshLeaseOwner, deps.owner),
-        ),
-      ),
-    )
-    .orderBy(xeroGrants.accessExpiresAt)
-    .limit(deps.batchSize)
-    .for('update', { skipLocked: true });
+  const due = dueGrantsQuery(db, deps);
   const claimed = await db
     .update(xeroGrants)
     .set({
@@ -224,6 +269,7 @@ export async function refreshExpiringTokens(db: Database, deps: RefreshTickDeps)
             sealContext: null,
             accessExpiresAt: tokens.expiresAt,
             tokenVersion: sql`${xeroGrants.tokenVersion} + 1`,
+            refreshTokenIssuedAt: sql`now()`,
             refreshStartedAt: null,
             refreshStartedVersion: null,
             updatedAt: sql`now()`,

@@ -43,6 +43,9 @@ export function createTicks({ config, xero, box, owner, log }: TickSetup) {
         box,
         owner,
         refreshWithinMs: 10 * 60_000,
+        // At least two ticks ahead: a push's grant is refreshed by a run before the push falls due.
+        aheadMs: Math.max(10 * 60_000, 2 * config.tickIntervalMs),
+        keepAliveMs: config.refreshKeepAliveMs,
         leaseMs,
         batchSize: 50,
         log,

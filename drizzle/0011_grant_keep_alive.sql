@@ -1,0 +1,1 @@
+ALTER TABLE "xero_grants" ADD COLUMN "refresh_token_issued_at" timestamp with time zone DEFAULT now() NOT NULL;
