@@ -47,7 +47,15 @@ export const honestHealth: AppModule<AppConfig, AuthEnv> = {
     // A lease holder is this replica plus a boot nonce: a restarted process never mistakes an old lease for its own.
     const owner = lifecycle === 'isolate' ? instanceId : `${instanceId}:${crypto.randomUUID().slice(0, 8)}`;
     return {
-      routes: appRoutes({ apiKeys, xero, xeroConfig: config.xero, box, log, pushTick: TICKS.push }),
+      routes: appRoutes({
+        apiKeys,
+        xero,
+        xeroConfig: config.xero,
+        box,
+        log,
+        pushTick: TICKS.push,
+        limits: config.limits,
+      }),
       onError: (err, c) => answerAppError(err, c, log),
       ticks: appTicks({ config, xero, box, owner, log }),
       indexes: [{ name: 'registry', load: (db) => apiKeys.load(db) }],
