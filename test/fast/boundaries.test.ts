@@ -1,7 +1,9 @@
 // The layering rules (ARCHITECTURE.md, DESIGN.md section 2), checked on the imports esbuild resolves:
 // - nothing under src/platform/ imports anything under src/app/, statically or with import();
 // - a runtime entry (src/runtime/node.ts, bun.ts, worker.ts) imports only src/platform/** and
-//   src/app/module.ts: it wires the platform's adapter to the app module and holds nothing else.
+//   src/app/module.ts: it wires the platform's adapter to the app module and holds nothing else
+//   (Node and Bun wire src/app/dev/sandbox.ts instead: the same module plus the development sandbox);
+// - nothing the Workers entry reaches is under tools/ (the sandbox is for Node and Bun only).
 // esbuild's metafile lists, for every file it reached, each import it kept with the file it resolved
 // to and its kind (import statement, re-export, dynamic import, require). Imports TypeScript erases
 // (`import type`, `export type`, `typeof import()`) never reach a bundle and are not listed; `tsc`
@@ -15,6 +17,7 @@ import { repoRoot } from '../support/server.js';
 
 const RUNTIME_ENTRIES = ['src/runtime/node.ts', 'src/runtime/bun.ts', 'src/runtime/worker.ts'];
 const APP_MODULE = 'src/app/module.ts';
+const PROCESS_APP_MODULE = 'src/app/dev/sandbox.ts';
 
 interface Import {
   /** The importing file, relative to the root, with forward slashes. */
@@ -69,7 +72,11 @@ async function platformIntoApp(root: string): Promise<string[]> {
 /** Imports of the runtime entries that are neither the platform nor the app module. */
 async function runtimeBeyondWiring(root: string, entries: string[]): Promise<string[]> {
   const imports = await importsFrom(root, entries);
-  const allowed = (i: Import) => !i.external && (i.to.startsWith('src/platform/') || i.to === APP_MODULE);
+  const allowed = (i: Import) =>
+    !i.external &&
+    (i.to.startsWith('src/platform/') ||
+      i.to === APP_MODULE ||
+      (i.to === PROCESS_APP_MODULE && i.from !== 'src/runtime/worker.ts'));
   return show(imports.filter((i) => entries.includes(i.from) && !allowed(i)));
 }
 
@@ -95,6 +102,13 @@ describe('import boundaries', () => {
 
   it('a runtime entry imports only src/platform/** and src/app/module.ts', async () => {
     expect(await runtimeBeyondWiring(repoRoot, RUNTIME_ENTRIES)).toEqual([]);
+  });
+
+  it('the Workers entry never reaches tools/ (the development sandbox), Node does', async () => {
+    const reached = async (entry: string) =>
+      (await importsFrom(repoRoot, [entry])).filter((i) => i.to.startsWith('tools/')).map((i) => i.to);
+    expect(await reached('src/runtime/worker.ts')).toEqual([]);
+    expect(await reached('src/runtime/node.ts')).toContain('tools/xero-sandbox/app.ts');
   });
 
   it('the checks see static, re-exported, dynamic and nested imports, and resolve paths', async () => {
