@@ -39,6 +39,11 @@ export interface SpawnOptions {
   /** The program to run instead of `node --enable-source-maps dist/node.js`, e.g. the Bun entry. */
   command?: string;
   args?: string[];
+  /**
+   * false keeps this server's output out of the run's secret scan: only for a server that prints a
+   * secret by design (development mode shows its organization's API key once).
+   */
+  scanned?: boolean;
 }
 
 /** Set by global-setup.ts for the whole run (forked test workers inherit it). */
@@ -73,7 +78,7 @@ export async function spawnServer(options: SpawnOptions = {}): Promise<ServerPro
   const onLine = (line: string) => {
     if (!line.trim()) return;
     // Every server a test run spawns also writes here; global-setup.ts scans it for secrets at the end.
-    if (serverLog) appendFileSync(serverLog, `${line}\n`);
+    if (serverLog && options.scanned !== false) appendFileSync(serverLog, `${line}\n`);
     try {
       logs.push(JSON.parse(line) as LogLine);
     } catch {
