@@ -1,6 +1,7 @@
 // Per-key limits and per-organization quotas (src/app/rate-limit.ts, invoices/quota.ts), and list
 // pages bounded in bytes (invoices/view.ts), in process on PGlite.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadAppConfig } from '../../src/app/config.js';
 import { LIST_PAGE_MAX_BYTES } from '../../src/app/invoices/routes.js';
 import { createOrganization } from '../../src/app/organizations.js';
 import { KeyRateLimiter } from '../../src/app/rate-limit.js';
@@ -63,6 +64,14 @@ describe('the per-key rate (GCRA)', () => {
 
     await new Promise((done) => setTimeout(done, retryAfter * 1000));
     expect((await app.request('/api/invoices?limit=1', { headers: bearer(a.apiKey) })).status).toBe(200);
+  });
+
+  it('defaults to 600 a minute in bursts of 100, 10 000 pending invoices and 20 connect flows', () => {
+    expect(loadAppConfig({}).limits).toEqual({
+      rate: { perMinute: 600, burst: 100 },
+      maxPendingInvoices: 10_000,
+      maxPendingConnectFlows: 20,
+    });
   });
 
   it('refills at the rate, and keeps its state bounded', () => {

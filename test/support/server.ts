@@ -10,6 +10,13 @@ export const serverEntry = resolve(repoRoot, 'dist/node.js');
 /** A fixed key for tests only: 32 bytes, base64. */
 export const TEST_TOKEN_KEY = Buffer.alloc(32, 7).toString('base64');
 
+/** Per-key rate and per-organization quota far above what any test sends. */
+export const TEST_LIMITS = {
+  API_RATE_PER_MINUTE: '6000000',
+  API_RATE_BURST: '100000',
+  ORG_MAX_PENDING_INVOICES: '100000000',
+};
+
 export interface LogLine {
   level: string;
   msg: string;
@@ -67,6 +74,9 @@ export async function spawnServer(options: SpawnOptions = {}): Promise<ServerPro
       PORT: String(port),
       LOG_LEVEL: 'info',
       TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY,
+      // Tests and benchmarks send hundreds of requests a second on one key; the limiter stays on the
+      // path, above their load (test/fast/limits.test.ts tests the limiter and the defaults).
+      ...TEST_LIMITS,
       ...options.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -28,7 +28,7 @@ export type DevelopmentConfig = AppConfig & { developmentSandbox: boolean };
 
 /** Only the embedded database with nothing set: any DATABASE_URL, token key or XERO_* turns it off. */
 export function wantsDevelopmentSandbox(env: Env): boolean {
-  const set = (name: string) => env[name] !== undefined;
+  const set = (name: string) => env[name] !== undefined && env[name] !== '';
   return (
     !set('DATABASE_URL') &&
     !set('TOKEN_ENCRYPTION_KEY') &&
