@@ -120,6 +120,7 @@ describe('rotation', () => {
             const res = await r.get('/api/invoices?limit=1', { headers: bearer(acme.apiKey) });
             if (res.status === 401) return Date.now() - revokedAt;
             expect(res.status).toBe(200);
+            if (Date.now() - revokedAt > REFRESH_MS + 5000) return Number.POSITIVE_INFINITY;
             await new Promise((done) => setTimeout(done, 25));
           }
         }),
