@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadAppConfig } from '../../src/app/config.js';
 import { LIST_PAGE_MAX_BYTES } from '../../src/app/invoices/routes.js';
+import { listItemView } from '../../src/app/invoices/view.js';
 import { createOrganization } from '../../src/app/organizations.js';
 import { KeyRateLimiter } from '../../src/app/rate-limit.js';
 import { type InProcessApp, startInProcess } from '../support/in-process.js';
@@ -122,6 +123,26 @@ describe('quotas', () => {
 });
 
 describe('bounded list pages', () => {
+  it('a full page of the largest items the fields allow stays under LIST_PAGE_MAX_BYTES', () => {
+    const item = listItemView({
+      id: crypto.randomUUID(),
+      status: 'awaiting_connection',
+      idempotencyKey: '\\'.repeat(128), // escaped in JSON: twice its length
+      requestHash: 'f'.repeat(64),
+      attempts: 1000,
+      nextAttemptAt: new Date(),
+      // The longest the push writes: "Xero rejected the invoice: " and Xero's messages cut at 1000.
+      lastError: `Xero rejected the invoice: ${'"'.repeat(1000)}`,
+      xeroInvoiceId: crypto.randomUUID(),
+      tenantId: crypto.randomUUID(),
+      createdAt: new Date(),
+      updatedAt: new Date(),
+      cursorAt: '2026-12-01 22:03:59.352123+00',
+    });
+    const page = JSON.stringify({ data: Array(200).fill(item), nextCursor: 'x'.repeat(100) });
+    expect(page.length).toBeLessThan(LIST_PAGE_MAX_BYTES);
+  });
+
   it(`8 invoices of about 1 MiB: a page of ${200} stays under a few KiB, and each invoice is one GET away`, async () => {
     const org = await createOrganization(app.database.db, 'Heavy Ltd');
     await app.reloadIndexes();

@@ -7,7 +7,7 @@ export function pushView(row: PushRow) {
 
 /**
  * A list item: the push without its invoice (up to 1 MiB each), fetched one at a time from
- * GET /api/invoices/{id}. Every field left is bounded (lastError to 1000 characters), so a page of
+ * GET /api/invoices/{id}. Every field left is bounded (lastError to about 1000 characters), so a page of
  * MAX_PAGE items stays under LIST_PAGE_MAX_BYTES however large the invoices.
  */
 export function listItemView(row: Omit<PushRow, 'payload'>) {
