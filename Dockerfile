@@ -19,7 +19,12 @@ RUN node tools/build.mjs
 # Run: production dependencies only. None of them has an install script, so npm's allowScripts list
 # (which names dev dependencies only) never matters here.
 FROM node:24-bookworm-slim
+# A container is reached from outside it, so it binds every interface (HOST's default is loopback with
+# the embedded database), and /metrics and /healthz/ticks go to their own port, published only to a
+# scraper (docs/observability.md).
 ENV NODE_ENV=production
+ENV HOST=0.0.0.0
+ENV METRICS_PORT=9091
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force

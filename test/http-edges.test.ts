@@ -4,8 +4,9 @@
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from './support/databases.js';
+import { createOrg, waitForKey } from './support/orgs.js';
 import { type Cluster, startCluster } from './support/postgres.js';
-import { rawRequest } from './support/raw-http.js';
+import { rawRequest, slowUpload } from './support/raw-http.js';
 import { repoRoot, type ServerProcess, type SpawnOptions, spawnServer } from './support/server.js';
 
 const bun = resolve(repoRoot, 'node_modules/.bin/bun');
@@ -16,16 +17,21 @@ const runtimes: Record<'node' | 'bun', SpawnOptions> = {
 
 let cluster: Cluster;
 const servers: Partial<Record<keyof typeof runtimes, ServerProcess>> = {};
+const apiKeys: Partial<Record<keyof typeof runtimes, string>> = {};
 beforeAll(async () => {
   cluster = await startCluster();
   await Promise.all(
     (Object.keys(runtimes) as (keyof typeof runtimes)[]).map(async (name) => {
+      const url = await freshDatabase(cluster);
       const server = await spawnServer({
         ...runtimes[name],
-        env: { DATABASE_URL: await freshDatabase(cluster) },
+        env: { DATABASE_URL: url, REGISTRY_REFRESH_MS: '100' },
       });
       servers[name] = server;
       await server.waitForReady();
+      const { apiKey } = await createOrg(url, `Edges ${name}`);
+      await waitForKey(server, apiKey);
+      apiKeys[name] = apiKey;
     }),
   );
 });
@@ -88,5 +94,35 @@ describe.each(Object.keys(runtimes) as (keyof typeof runtimes)[])('%s', (name) =
     expect(options.status).toBe(204);
     expect(options.headers.get('allow')).toBe('GET, HEAD, OPTIONS');
     expect((await server().get('/livez', { method: 'DELETE' })).status).toBe(405);
+  });
+
+  // The answer must reach a real client that is still sending (issue 21): a 2 MiB body over a slow
+  // uplink (64 KiB every 40 ms, about 1.3 s) is answered 413 at once, read to its end, and only then
+  // is the connection closed, with a FIN. Cutting it early resets the client's writes (EPIPE).
+  it('answers a 2 MiB upload on a slow link with 413, reads the rest, then closes cleanly', async () => {
+    const bytes = 2 * 1024 * 1024;
+    const head =
+      'POST /api/invoices HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n' +
+      `Authorization: Bearer ${apiKeys[name]}\r\nIdempotency-Key: slow-${name}\r\nContent-Length: ${bytes}\r\n\r\n`;
+    const upload = await slowUpload(server().port, head, bytes);
+    expect(upload.response).toMatch(/^HTTP\/1\.1 413 /);
+    expect(upload.response).toContain('"code":"payload_too_large"');
+    expect(upload.response.toLowerCase()).toContain('connection: close');
+    expect(upload.error).toBeUndefined();
+    expect(upload.sent).toBe(bytes);
+    expect(upload.ended).toBe('end');
+  });
+
+  // A chunked body is read up to the limit by the app, which then gives up on it: the answer still
+  // comes, and the connection is closed rather than left open (it held the server's drain for 22 s).
+  it('answers a slow chunked 2 MiB upload with 413 and closes the connection', async () => {
+    const bytes = 2 * 1024 * 1024;
+    const head =
+      'POST /api/invoices HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n' +
+      `Authorization: Bearer ${apiKeys[name]}\r\nIdempotency-Key: chunked-${name}\r\nTransfer-Encoding: chunked\r\n\r\n`;
+    const upload = await slowUpload(server().port, head, bytes, { chunked: true, timeoutMs: 6000 });
+    expect(upload.response).toMatch(/^HTTP\/1\.1 413 /);
+    expect(upload.response).toContain('"code":"payload_too_large"');
+    expect(upload.ended).not.toBe('timeout');
   });
 });

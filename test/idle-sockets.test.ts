@@ -7,6 +7,7 @@ import { resolve } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from './support/databases.js';
+import { createOrg, waitForKey } from './support/orgs.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { idleSocket, rawRequest } from './support/raw-http.js';
 import { repoRoot, type ServerProcess, serverEntry, spawnServer } from './support/server.js';
@@ -66,6 +67,36 @@ function closedWithin(socket: Socket, withinMs: number): Promise<number> {
       done(Date.now() - since);
     });
   });
+}
+
+/** A slowloris: `head`, then `drip` every `gapMs` until the server closes; resolves with what came back. */
+async function drip(port: number, head: string, piece: (i: number) => string, gapMs: number) {
+  const socket = await idleSocket(port);
+  let answer = '';
+  socket.on('data', (d) => {
+    answer += String(d);
+  });
+  socket.write(head);
+  let i = 0;
+  const timer = setInterval(() => {
+    if (!socket.destroyed) socket.write(piece(i++));
+  }, gapMs);
+  return {
+    socket,
+    answer: () => answer,
+    stop: () => clearInterval(timer),
+  };
+}
+
+/** An invoice POST that declares 1000 bytes of body, for a client that then sends them one by one. */
+const slowInvoiceHead = (apiKey: string) =>
+  'POST /api/invoices HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n' +
+  `Authorization: Bearer ${apiKey}\r\nIdempotency-Key: slow-body\r\nContent-Length: 1000\r\n\r\n`;
+
+async function withKey<S extends ServerProcess & { databaseUrl: string }>(server: S): Promise<string> {
+  const { apiKey } = await createOrg(server.databaseUrl, 'Slow client');
+  await waitForKey(server, apiKey);
+  return apiKey;
 }
 
 /** A keep-alive connection that got one answer and then sits there. */
@@ -175,11 +206,78 @@ describe('Node', () => {
     const ms = await closedWithin(socket, 6000);
     expect(ms).toBeGreaterThanOrEqual(1000);
     expect(answer).toMatch(/^HTTP\/1\.1 408/);
+
+    // Dribbling a header line every 300 ms does not buy time: the clock runs from the first byte.
+    const loris = await drip(
+      server.port,
+      'GET /livez HTTP/1.1\r\nHost: test\r\n',
+      (i) => `X-${i}: y\r\n`,
+      300,
+    );
+    expect(await closedWithin(loris.socket, 6000)).toBeGreaterThanOrEqual(1000);
+    loris.stop();
+    expect(loris.answer()).toMatch(/^HTTP\/1\.1 408/);
+    await server.stop();
+  });
+
+  it('answers 408 to a body that comes too slowly (HTTP_REQUEST_TIMEOUT_MS)', async () => {
+    const server = await node({
+      HTTP_HEADERS_TIMEOUT_MS: '2000',
+      HTTP_REQUEST_TIMEOUT_MS: '2000',
+      HTTP_IDLE_TIMEOUT_MS: '60000',
+      REGISTRY_REFRESH_MS: '100',
+    });
+    const slow = await drip(server.port, slowInvoiceHead(await withKey(server)), () => 'x', 200);
+    const ms = await closedWithin(slow.socket, 8000);
+    slow.stop();
+    expect(ms).toBeGreaterThanOrEqual(1000);
+    expect(slow.answer()).toMatch(/^HTTP\/1\.1 408/);
     await server.stop();
   });
 });
 
 describe('Bun', () => {
+  // Bun.serve has no header timeout to set: a connection whose headers are not in is closed after about
+  // 10 s (12 s with the timer's 4 s tick), dribbling or silent, whatever idleTimeout says. No 408.
+  it('closes a slowloris dribbling its headers, and a silent socket, after about 10 s, whatever idleTimeout', async () => {
+    const server = await bunServer({ HTTP_IDLE_TIMEOUT_MS: '60000' });
+    const silent = await idleSocket(server.port);
+    const loris = await drip(
+      server.port,
+      'GET /livez HTTP/1.1\r\nHost: test\r\n',
+      (i) => `X-${i}: y\r\n`,
+      500,
+    );
+    const [ms, silentMs] = await Promise.all([
+      closedWithin(loris.socket, 20_000),
+      closedWithin(silent, 20_000),
+    ]);
+    loris.stop();
+    expect(ms).toBeGreaterThanOrEqual(8000);
+    // A connection that never sends a byte goes the same way.
+    expect(silentMs).toBeGreaterThanOrEqual(8000);
+    expect(loris.answer()).toBe('');
+    expect(await answers(server, '/livez')).toBe(200);
+    await server.stop();
+  }, 40_000);
+
+  it('closes a request whose body comes too slowly after HTTP_REQUEST_TIMEOUT_MS (no 408)', async () => {
+    const server = await bunServer({
+      HTTP_HEADERS_TIMEOUT_MS: '2000',
+      HTTP_REQUEST_TIMEOUT_MS: '2000',
+      HTTP_IDLE_TIMEOUT_MS: '60000',
+      REGISTRY_REFRESH_MS: '100',
+    });
+    expect(server.logs.find((l) => l.msg === 'http limits')).toMatchObject({ request_timeout_ms: 2000 });
+    const slow = await drip(server.port, slowInvoiceHead(await withKey(server)), () => 'x', 200);
+    // Bun checks its timers every 4 s or so.
+    const ms = await closedWithin(slow.socket, 9000);
+    slow.stop();
+    expect(ms).toBeGreaterThanOrEqual(1000);
+    expect(slow.answer()).toBe('');
+    await server.stop();
+  }, 30_000);
+
   it("closes a kept-alive socket after HTTP_IDLE_TIMEOUT_MS (not Bun's default 10 s)", async () => {
     const server = await bunServer({ HTTP_IDLE_TIMEOUT_MS: '2000' });
     expect(server.logs.find((l) => l.msg === 'http limits')).toMatchObject({ idle_timeout_ms: 2000 });

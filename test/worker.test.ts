@@ -91,6 +91,8 @@ function worker(
       TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY,
       NEON_LOCAL_PROXY: neonProxy.url,
       LOG_LEVEL: 'warn',
+      // Open, as a test scrapes without a token; the test below sees what happens without it.
+      METRICS_PUBLIC: 'true',
       ...bindings,
     },
   });
@@ -161,6 +163,35 @@ describe('the Worker in workerd', () => {
     expect((await failed.dispatchFetch('http://worker/livez', { method: 'HEAD' })).status).toBe(200);
     expect((await booted.dispatchFetch('http://worker/readyz', { method: 'OPTIONS' })).status).toBe(200);
     expect((await failed.dispatchFetch('http://worker/readyz', { method: 'OPTIONS' })).status).toBe(503);
+  });
+
+  it('serves no /metrics or /healthz/ticks without METRICS_TOKEN (or METRICS_PUBLIC), and says so', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    await (await openDatabase(url, log)).close();
+    const lines: Record<string, unknown>[] = [];
+    const mf = worker({ DATABASE_URL: neonUrl(url), METRICS_PUBLIC: '' }, proxy, (line) => lines.push(line));
+    expect((await readyz(mf)).status).toBe(200);
+    for (const path of ['/metrics', '/healthz/ticks']) {
+      const res = await mf.dispatchFetch(`http://worker${path}`);
+      expect(res.status, path).toBe(404);
+      expect(await res.json()).toEqual({ error: { code: 'not_found', message: 'no such route' } });
+    }
+    await until(
+      async () => lines.filter((l) => String(l.msg).startsWith('/metrics and /healthz/ticks are off')),
+      (found) => found.length > 0,
+      5000,
+    );
+    const guarded = worker({
+      DATABASE_URL: neonUrl(url),
+      METRICS_PUBLIC: '',
+      METRICS_TOKEN: 'worker-token-7f3e',
+    });
+    expect((await guarded.dispatchFetch('http://worker/metrics')).status).toBe(401);
+    const scraped = await guarded.dispatchFetch('http://worker/metrics', {
+      headers: { authorization: 'Bearer worker-token-7f3e' },
+    });
+    expect(scraped.status).toBe(200);
   });
 
   it('reports read_only when the database only takes reads', async () => {

@@ -9,12 +9,14 @@ import { existsSync, readFileSync } from 'node:fs';
 import { relative, resolve } from 'node:path';
 import { gzipSync } from 'node:zlib';
 
-const DIR = 'dist/worker';
+// WORKER_BUNDLE names another entry's output (npm run build:worker:hyperdrive).
+const BUNDLE = process.env.WORKER_BUNDLE ?? 'dist/worker/worker.js';
+const DIR = BUNDLE.slice(0, BUNDLE.lastIndexOf('/'));
 const BUDGET_KIB = Number(process.env.WORKER_GZIP_BUDGET_KIB ?? 150);
 const kib = (n) => (n / 1024).toFixed(1);
 const gzipSize = (text) => gzipSync(text, { level: 9 }).length;
 
-const bundle = readFileSync(`${DIR}/worker.js`);
+const bundle = readFileSync(BUNDLE);
 const gzip = gzipSize(bundle);
 if (process.argv.includes('--why')) console.log(composition(bundle.toString('utf8')));
 console.log(JSON.stringify({ worker_bundle_kib: Number(kib(bundle.length)), gzip_kib: Number(kib(gzip)) }));
@@ -24,7 +26,7 @@ if (gzip / 1024 > BUDGET_KIB) {
 }
 
 function composition(code) {
-  const map = JSON.parse(readFileSync(`${DIR}/worker.js.map`, 'utf8'));
+  const map = JSON.parse(readFileSync(`${BUNDLE}.map`, 'utf8'));
   const metaPath = `${DIR}/bundle-meta.json`;
   const inputs = existsSync(metaPath)
     ? Object.keys(

@@ -5,7 +5,14 @@ import { bodyLimit } from 'hono/body-limit';
 // holds the body to that length, and reading `c.req.raw.body` (what Hono's bodyLimit does first) makes
 // @hono/node-server build a full web Request for every POST, measured at +0.4–0.6 ms each. Only chunked
 // bodies, whose size is unknown until read, go through bodyLimit's counting stream.
-export function limitBodySize(maxBytes: number, onTooLarge: (c: Context) => Response): MiddlewareHandler {
+export function limitBodySize(maxBytes: number, tooLarge: (c: Context) => Response): MiddlewareHandler {
+  // The client may still be sending: the server reads and discards the rest, then closes
+  // (platform/http/node-early-answers.ts), and says so.
+  const onTooLarge = (c: Context) => {
+    const res = tooLarge(c);
+    res.headers.set('connection', 'close');
+    return res;
+  };
   const chunked = bodyLimit({ maxSize: maxBytes, onError: onTooLarge });
   return async (c, next) => {
     const declared = c.req.header('content-length');

@@ -38,10 +38,19 @@ export interface XeroConfig {
   timeoutMs: number;
 }
 
-const httpUrl = (fallback: string) =>
+// The client secret, codes and tokens travel to these URLs: TLS, as OAuth requires of the token
+// endpoint and the redirect (RFC 6749 sections 3.1.2.1, 3.2). Plain http only to this machine
+// (a local sandbox; RFC 8252 section 8.3 allows it for a loopback redirect).
+const LOOPBACK_HOST = /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/;
+const isTransportSafe = (url: URL) =>
+  url.protocol === 'https:' || (url.protocol === 'http:' && LOOPBACK_HOST.test(url.hostname));
+
+const httpsUrl = (fallback: string) =>
   pipe(
     _default(optional(string()), fallback).check(
-      refine((v) => /^https?:\/\//.test(v) && URL.canParse(v), { message: 'must be an http(s) URL' }),
+      refine((v) => /^https?:\/\//.test(v) && URL.canParse(v) && isTransportSafe(new URL(v)), {
+        message: 'must be an https:// URL (http:// only for a loopback host: localhost, 127.0.0.0/8, [::1])',
+      }),
     ),
     transform((v: string) => v.replace(/\/+$/, '')),
   );
@@ -76,10 +85,10 @@ const schema = object({
   DATABASE_URL: optional(string()),
   TOKEN_ENCRYPTION_KEY: base64Key,
   TOKEN_ENCRYPTION_KEYS_PREVIOUS: base64Keys,
-  XERO_API_URL: httpUrl('https://api.xero.com'),
-  XERO_IDENTITY_URL: httpUrl('https://identity.xero.com'),
-  XERO_AUTHORIZE_URL: httpUrl('https://login.xero.com/identity/connect/authorize'),
-  XERO_REDIRECT_URI: httpUrl('http://localhost:8080/connect/xero/callback'),
+  XERO_API_URL: httpsUrl('https://api.xero.com'),
+  XERO_IDENTITY_URL: httpsUrl('https://identity.xero.com'),
+  XERO_AUTHORIZE_URL: httpsUrl('https://login.xero.com/identity/connect/authorize'),
+  XERO_REDIRECT_URI: httpsUrl('http://localhost:8080/connect/xero/callback'),
   XERO_SCOPES: _default(optional(string()), DEFAULT_XERO_SCOPES),
   XERO_CLIENT_ID: optional(string()),
   XERO_CLIENT_SECRET: optional(string()),

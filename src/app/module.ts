@@ -71,8 +71,7 @@ export async function buildHonestHealth(
     ticks: appTicks({ config, xero, box, owner, log }),
     indexes: [{ name: 'registry', load: (db) => apiKeys.load(db) }],
     metrics: {
-      gauges: (registry, { probeDatabase, timeoutMs }) =>
-        observeQueueDepth(registry, probeDatabase, timeoutMs),
+      gauges: (registry, context) => observeQueueDepth(registry, context),
       counters: (registry) => {
         const countRefreshes = tokenRefreshCounter(registry);
         return {

@@ -1,6 +1,7 @@
 import { Hono } from 'hono';
 import type { Logger } from '../platform/log.js';
 import type { SecretBox } from '../platform/secret-box.js';
+import { apiHeaders } from './api-headers.js';
 import type { ApiKeyIndex } from './api-key-index.js';
 import { type AuthEnv, requireApiKey } from './auth.js';
 import type { ApiLimits, XeroConfig } from './config.js';
@@ -33,6 +34,7 @@ export function appRoutes({
   limits,
 }: AppRoutesDeps): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
+  for (const path of ['/api', '/api/*', '/connect', '/connect/*']) app.use(path, apiHeaders);
   app.route('/connect', connectRoutes({ xero, config: xeroConfig, box, log, pushTick }));
   const api = new Hono<AuthEnv>();
   api.use('*', requireApiKey(apiKeys), limitKeyRate(new KeyRateLimiter(limits.rate), limits.rate));

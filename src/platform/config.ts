@@ -45,6 +45,13 @@ export const DATABASE_POOLERS = ['auto', 'session', 'transaction'] as const;
 export type DatabasePooler = (typeof DATABASE_POOLERS)[number];
 
 export const DEFAULT_PGLITE_DIR = '.data/pglite';
+/**
+ * HOST when unset: every interface, what a container needs, with a database server; loopback with the
+ * embedded database, which is for development on this machine (so `npm start` needs no guard on its
+ * internal endpoints: platform/http/internal-endpoints.ts).
+ */
+export const defaultBindHost = (databaseUrl: string | undefined) =>
+  databaseUrl === undefined || databaseUrl === '' || databaseUrl === 'memory://' ? '127.0.0.1' : '0.0.0.0';
 
 /** A whole number from `min` to `max` given as decimal digits, `fallback` when unset. */
 export const int = <F extends number | undefined>(min: number, max: number, fallback: F) =>
@@ -85,7 +92,7 @@ const oneOf = <const T extends readonly [string, ...string[]]>(values: T, fallba
 
 const envSchema = object({
   PORT: int(0, 65535, 8080),
-  HOST: _default(optional(string()), '0.0.0.0'),
+  HOST: optional(string()),
   DATABASE_URL: databaseUrl,
   DATABASE_DRIVER: oneOf(['auto', ...DATABASE_DRIVERS], 'auto'),
   NEON_LOCAL_PROXY: localProxyUrl,
@@ -144,7 +151,7 @@ export function loadConfig(env: Env): Config {
   if (typeof database === 'string') throw new ConfigError([database]);
   return {
     port: e.PORT,
-    host: e.HOST,
+    host: e.HOST ?? defaultBindHost(e.DATABASE_URL),
     database,
     poolMax: e.POOL_MAX,
     poolMaxLifetimeSeconds: e.POOL_MAX_LIFETIME_S,

@@ -5,6 +5,7 @@ import type { Migration } from './db/migrate.js';
 import type { Database } from './db/types.js';
 import type { Logger } from './log.js';
 import type { GaugeRegistry, MetricsRegistry } from './metrics/registry.js';
+import type { ScrapeCache } from './metrics/scrape-cache.js';
 
 // The contract between the platform and an app (ARCHITECTURE.md, "Platform and app"). The platform owns
 // every lifecycle: boot order, shutdown, the scheduler, the readiness gate and probe, the database
@@ -56,8 +57,13 @@ export interface AppContext {
 
 /** What the metrics boot step hands the app, to register the gauges and counters of its own. */
 export interface AppMetricsContext {
-  /** The probe's pool: a saturated application pool must not stall a scrape. */
-  probeDatabase: DatabaseHandle;
+  /**
+   * The application's handle, never the probe's: the probe pool's 2 connections are readiness's, and
+   * a flood of scrapes must not queue ahead of it. Read through `cache`, bounded by `timeoutMs`.
+   */
+  database: DatabaseHandle;
+  /** Shares a reading among the scrapes of a few seconds (platform/metrics/scrape-cache.ts). */
+  cache: ScrapeCache;
   timeoutMs: number;
 }
 

@@ -262,6 +262,53 @@ describe('POST /api/invoices in process', () => {
   });
 });
 
+describe('/readyz?verbose in process', () => {
+  // Open to anyone: latency, a short reason and the durability verdict, never the standbys' names.
+  it('shows what an operator needs, and not synchronous_standby_names', async () => {
+    const res = await app.request('/readyz?verbose');
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(JSON.parse(text)).toEqual({
+      status: 'ok',
+      checks: { boot: 'ok', database: 'ok' },
+      details: {
+        boot: { state: 'ok' },
+        database: {
+          latency_ms: expect.any(Number),
+          replication: { synchronous_commit: 'on', commit_waits_for_standby: false },
+        },
+      },
+    });
+    expect(text).not.toContain('standby_names');
+  });
+});
+
+describe('API answers in process', () => {
+  // Every answer under /api and /connect, the errors the shell writes included: none may be cached on
+  // the way, and none sniffed by a browser into something other than JSON.
+  it('carry cache-control: no-store and x-content-type-options: nosniff, errors included', async () => {
+    const answers = {
+      list: await get('/api/invoices'),
+      created: await post(invoiceBody()),
+      invalid: await post({}),
+      badQuery: await get('/api/invoices?limit=0'),
+      noKey: await app.request('/api/invoices'),
+      noRoute: await get('/api/nothing-here'),
+      connectNoKey: await app.request('/connect/xero'),
+      callback: await app.request('/connect/xero/callback?state=forged&code=x'),
+    };
+    for (const [name, res] of Object.entries(answers)) {
+      expect(res.status, name).toBeGreaterThanOrEqual(200);
+      expect(res.headers.get('cache-control'), name).toBe('no-store');
+      expect(res.headers.get('x-content-type-options'), name).toBe('nosniff');
+    }
+    expect(answers.list.status).toBe(200);
+    expect(answers.created.status).toBe(202);
+    expect(answers.noKey.status).toBe(401);
+    expect(answers.noRoute.status).toBe(404);
+  });
+});
+
 describe('GET /api/invoices in process', () => {
   it('pages newest first with a cursor, without gaps or repeats, and refuses a cursor it did not make', async () => {
     const org = await createOrganization(app.database.db, 'Paging Ltd');
@@ -285,11 +332,15 @@ describe('GET /api/invoices in process', () => {
     } while (cursor !== null);
     expect(seen).toEqual([...ids].reverse());
 
-    const bad = await get('/api/invoices?cursor=not-a-cursor', org.apiKey);
-    expect(bad.status).toBe(400);
-    expect(await bad.json()).toMatchObject({
-      error: { code: 'invalid_query', fields: [{ path: 'cursor' }] },
-    });
+    // Not made here, or made to look like ours with a time that does not exist (docs/api.md: 400).
+    const impossible = btoa(JSON.stringify(['2026-13-45 10:00:00+00', ids[0]])).replace(/=+$/, '');
+    for (const cursor of ['not-a-cursor', impossible]) {
+      const bad = await get(`/api/invoices?cursor=${cursor}`, org.apiKey);
+      expect(bad.status, cursor).toBe(400);
+      expect(await bad.json()).toMatchObject({
+        error: { code: 'invalid_query', fields: [{ path: 'cursor' }] },
+      });
+    }
   });
 });
 

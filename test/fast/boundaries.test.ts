@@ -15,7 +15,9 @@ import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../support/server.js';
 
-const RUNTIME_ENTRIES = ['src/runtime/node.ts', 'src/runtime/bun.ts', 'src/runtime/worker.ts'];
+const PROCESS_ENTRIES = ['src/runtime/node.ts', 'src/runtime/bun.ts'];
+const WORKER_ENTRIES = ['src/runtime/worker.ts', 'src/runtime/worker-hyperdrive.ts'];
+const RUNTIME_ENTRIES = [...PROCESS_ENTRIES, ...WORKER_ENTRIES];
 const APP_MODULE = 'src/app/module.ts';
 const PROCESS_APP_MODULE = 'src/app/dev/sandbox.ts';
 
@@ -76,7 +78,7 @@ async function runtimeBeyondWiring(root: string, entries: string[]): Promise<str
     !i.external &&
     (i.to.startsWith('src/platform/') ||
       i.to === APP_MODULE ||
-      (i.to === PROCESS_APP_MODULE && i.from !== 'src/runtime/worker.ts'));
+      (i.to === PROCESS_APP_MODULE && PROCESS_ENTRIES.includes(i.from)));
   return show(imports.filter((i) => entries.includes(i.from) && !allowed(i)));
 }
 
@@ -104,10 +106,10 @@ describe('import boundaries', () => {
     expect(await runtimeBeyondWiring(repoRoot, RUNTIME_ENTRIES)).toEqual([]);
   });
 
-  it('the Workers entry never reaches tools/ (the development sandbox), Node does', async () => {
+  it('no Workers entry reaches tools/ (the development sandbox), Node does', async () => {
     const reached = async (entry: string) =>
       (await importsFrom(repoRoot, [entry])).filter((i) => i.to.startsWith('tools/')).map((i) => i.to);
-    expect(await reached('src/runtime/worker.ts')).toEqual([]);
+    for (const entry of WORKER_ENTRIES) expect(await reached(entry)).toEqual([]);
     expect(await reached('src/runtime/node.ts')).toContain('tools/xero-sandbox/app.ts');
   });
 
@@ -128,6 +130,9 @@ describe('import boundaries', () => {
       'src/runtime/bun.ts': "import { hostname } from 'node:os';\nimport '../app/routes.js';\nhostname();\n",
       'src/runtime/worker.ts': "import './helper.js';\nimport 'hono';\n",
       'src/runtime/helper.ts': 'export {};\n',
+      // The Node/Bun module (the development sandbox) is refused to a Workers entry.
+      'src/runtime/worker-hyperdrive.ts': "import '../app/dev/sandbox.js';\n",
+      'src/app/dev/sandbox.ts': 'export {};\n',
     };
     await inFixture(files, async (root) => {
       expect((await platformIntoApp(root)).sort()).toEqual([
@@ -139,6 +144,7 @@ describe('import boundaries', () => {
       expect((await runtimeBeyondWiring(root, RUNTIME_ENTRIES)).sort()).toEqual([
         'src/runtime/bun.ts -> node:os (import-statement)',
         'src/runtime/bun.ts -> src/app/routes.ts (import-statement)',
+        'src/runtime/worker-hyperdrive.ts -> src/app/dev/sandbox.ts (import-statement)',
         'src/runtime/worker.ts -> hono (import-statement)',
         'src/runtime/worker.ts -> src/runtime/helper.ts (import-statement)',
       ]);

@@ -7,7 +7,7 @@ describe('configuration', () => {
     const config = loadConfig({});
     expect(config).toMatchObject({
       port: 8080,
-      host: '0.0.0.0',
+      host: '127.0.0.1',
       database: { driver: 'pglite', dataDir: '.data/pglite' },
       poolMax: 10,
       poolMaxLifetimeSeconds: 300,

@@ -61,8 +61,19 @@ describe('list cursor', () => {
       token(['2026-12-01 10:00:00+00; DROP TABLE invoice_pushes', ID]),
       token(['2026-12-01T10:00:00Z', ID]),
       token(['2026-12-01 10:00:00.1234567+00', ID]),
+      // Well formed, but no such time: Postgres would refuse the cast (22008) and the answer be a 422.
+      token(['2026-13-01 10:00:00+00', ID]),
+      token(['2026-04-31 10:00:00+00', ID]),
+      token(['2026-02-29 10:00:00+00', ID]),
+      token(['2026-12-00 10:00:00+00', ID]),
+      token(['2026-12-01 24:00:00+00', ID]),
+      token(['2026-12-01 10:60:00+00', ID]),
+      token(['2026-12-01 10:00:60+00', ID]),
+      token(['2026-12-01 10:00:00+16', ID]),
+      token(['2026-12-01 10:00:00+05:60', ID]),
     ]) {
       expect(decodeCursor(bad), bad).toBeUndefined();
     }
+    expect(decodeCursor(token(['2028-02-29 23:59:59.999999-05:30', ID]))).toBeDefined();
   });
 });

@@ -4,9 +4,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parse } from 'smol-toml';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/platform/config.js';
+import { ConfigError, loadConfig } from '../../src/platform/config.js';
 import { ReadinessGate } from '../../src/platform/gate.js';
 import { healthRoutes, LIVENESS_PATHS } from '../../src/platform/health.js';
+import { loadInternalEndpointsConfig } from '../../src/platform/http/internal-endpoints.js';
 import { TICK_HEALTH_PATH } from '../../src/platform/jobs/tick-health-route.js';
 import { repoRoot } from '../support/server.js';
 
@@ -57,6 +58,7 @@ interface FlyToml {
     checks: FlyCheck[];
   };
   checks: Record<string, FlyCheck>;
+  metrics?: { port?: number; path?: string };
   deploy?: { release_command?: string };
 }
 
@@ -102,12 +104,30 @@ describe('fly.toml', () => {
 
   it('monitors /healthz/ticks with a top-level check, never a routing one', () => {
     const ticks = fly.checks.ticks;
-    expect(ticks).toMatchObject({ type: 'http', port: defaults.port, method: 'GET', path: TICK_HEALTH_PATH });
+    // On the internal port: the public one answers /healthz/ticks 404 (docs/observability.md).
+    expect(ticks).toMatchObject({
+      type: 'http',
+      port: Number(fly.env.METRICS_PORT),
+      method: 'GET',
+      path: TICK_HEALTH_PATH,
+    });
     expect(fly.http_service.checks.map((c) => c.path)).not.toContain(TICK_HEALTH_PATH);
     // It reads the database (bounded by PROBE_TIMEOUT_MS): Fly must wait longer than that.
     expect(seconds(ticks?.timeout) * 1000).toBeGreaterThan(defaults.probeTimeoutMs);
     // Tick health is not liveness: /healthz stays dependency-free.
     expect(LIVENESS_PATHS.has(TICK_HEALTH_PATH)).toBe(false);
+  });
+
+  it('keeps /metrics and /healthz/ticks internal: METRICS_PORT, scraped by Fly, exposed by no service', () => {
+    const port = Number(fly.env.METRICS_PORT);
+    expect(loadInternalEndpointsConfig(fly.env)).toEqual({ port });
+    expect(port).not.toBe(fly.http_service.internal_port);
+    expect(fly.metrics).toEqual({ port, path: '/metrics' });
+    // fly.toml holds no secret: the guard is the port, not a token.
+    expect(fly.env.METRICS_TOKEN).toBeUndefined();
+    // Without the port, this [env] would not boot: HOST is 0.0.0.0.
+    const { METRICS_PORT: _, ...unguarded } = fly.env;
+    expect(() => loadInternalEndpointsConfig(unguarded)).toThrow(ConfigError);
   });
 
   it('sends SIGTERM and waits longer than the drain budget before SIGKILL', () => {
@@ -179,6 +199,12 @@ describe('Dockerfile', () => {
     expect(entries.node).toBe('src/runtime/node.ts');
     expect(`${outdir}/node.js`).toBe(script);
     expect(instruction(final, 'COPY')).toContain(`--from=build /app/${outdir} ./${outdir}`);
+  });
+
+  it('binds every interface, with /metrics and /healthz/ticks on their own port, so boot does not refuse', () => {
+    const env = instruction(final, 'ENV');
+    expect(env).toContain('HOST=0.0.0.0');
+    expect(env).toEqual(expect.arrayContaining([expect.stringMatching(/^METRICS_PORT=\d+$/)]));
   });
 
   it('keeps local state, build output and node_modules out of the build context', () => {

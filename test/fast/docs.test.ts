@@ -9,6 +9,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/platform/config.js';
+import { loadInternalEndpointsConfig } from '../../src/platform/http/internal-endpoints.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const read = (path: string) => readFileSync(join(root, path), 'utf8');
@@ -253,6 +254,16 @@ describe('docs/kubernetes.md', () => {
     [...yaml.matchAll(/name: ([A-Z][A-Z0-9_]*), value: "([^"]*)"/g)].map((m) => [m[1], m[2]]),
   );
   const defaults = loadConfig(env);
+
+  it('guards /metrics and /healthz/ticks with METRICS_PORT on a port of its own', () => {
+    // The secret holds DATABASE_URL, so HOST defaults to 0.0.0.0: this env must pass the guard.
+    const withDatabase = { ...env, DATABASE_URL: 'postgres://app@db/app' };
+    const { port } = loadInternalEndpointsConfig(withDatabase);
+    expect(port).toBeDefined();
+    expect(yaml).toMatch(new RegExp(`name: metrics, containerPort: ${port} `));
+    expect(yaml).toContain(`prometheus.io/port: "${port}"`);
+    expect(yaml).not.toContain('METRICS_PUBLIC');
+  });
 
   it('outlasts the shutdown budget and starts within the migration window', () => {
     expect(Object.keys(env)).toContain('SHUTDOWN_DELAY_MS');

@@ -5,6 +5,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { honestHealth } from '../../src/app/module.js';
 import { createIsolateHandlers } from '../../src/platform/lifecycle/isolate.js';
+import { neonIsolateDatabase } from '../../src/platform/lifecycle/isolate-neon.js';
 import type { AppModule } from '../../src/platform/module.js';
 
 const ctx = { waitUntil: () => {} };
@@ -21,7 +22,10 @@ function counted() {
       return honestHealth.loadConfig(env);
     },
   };
-  return { handlers: createIsolateHandlers(module), boots: () => boots };
+  return {
+    handlers: createIsolateHandlers(module, { databases: [neonIsolateDatabase] }),
+    boots: () => boots,
+  };
 }
 
 const request = (path: string) => new Request(`https://worker.example${path}`);

@@ -58,7 +58,7 @@ describe('the Xero budget', () => {
     ).toThrow(/^[^\n]*XERO_BUDGET_TEST_DAY_MS is for the Xero sandbox only[^\n]*$/);
     // A bad URL is named as such (one line), not thrown as a TypeError from the budget check.
     expect(() => loadAppConfig({ XERO_API_URL: 'nope', XERO_BUDGET_TEST_MINUTE_MS: '3000' })).toThrow(
-      /XERO_API_URL must be an http\(s\) URL/,
+      /XERO_API_URL must be an https:\/\/ URL/,
     );
     // Xero's own windows, spelt out, are not a shortening.
     expect(loadAppConfig({ XERO_BUDGET_TEST_MINUTE_MS: '60000' }).xeroBudget).toEqual(XERO_BUDGET);

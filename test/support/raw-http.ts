@@ -60,3 +60,73 @@ export function idleSocket(port: number): Promise<Socket> {
     socket.once('error', reject);
   });
 }
+
+export interface SlowUpload {
+  /** The answer, as far as it arrived. */
+  response: string;
+  /** The error the socket met while sending (EPIPE, ECONNRESET), if any. */
+  error: string | undefined;
+  /** Bytes of the body the socket took before the end or the error. */
+  sent: number;
+  /** How the connection ended: the server's FIN after the body ('end'), or a reset ('error'). */
+  ended: 'end' | 'error' | 'timeout';
+}
+
+/**
+ * Sends `head` then `bodyBytes` of body in `chunkBytes` pieces `gapMs` apart, as a slow uplink does,
+ * reading whatever comes back meanwhile; resolves once the connection ends.
+ */
+export function slowUpload(
+  port: number,
+  head: string,
+  bodyBytes: number,
+  { chunkBytes = 64 * 1024, gapMs = 40, timeoutMs = 20_000, chunked = false } = {},
+): Promise<SlowUpload> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    let response = '';
+    let error: string | undefined;
+    let sent = 0;
+    let done = false;
+    const finish = (ended: SlowUpload['ended']) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      socket.destroy();
+      resolve({ response, error, sent, ended });
+    };
+    const timer = setTimeout(() => finish('timeout'), timeoutMs);
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      response += chunk;
+    });
+    socket.on('end', () => finish(error ? 'error' : 'end'));
+    socket.on('error', (err: NodeJS.ErrnoException) => {
+      error = err.code ?? err.message;
+      finish('error');
+    });
+    socket.once('connect', () => {
+      socket.write(head);
+      const piece = Buffer.alloc(chunkBytes, 'x');
+      const next = () => {
+        if (done || sent >= bodyBytes) return;
+        const n = Math.min(chunkBytes, bodyBytes - sent);
+        const last = sent + n >= bodyBytes;
+        // Transfer-Encoding: chunked frames each piece, and a zero-length chunk ends the body.
+        const framed = chunked
+          ? Buffer.concat([
+              Buffer.from(`${n.toString(16)}\r\n`),
+              piece.subarray(0, n),
+              Buffer.from(last ? '\r\n0\r\n\r\n' : '\r\n'),
+            ])
+          : piece.subarray(0, n);
+        socket.write(framed, (err) => {
+          if (err) return;
+          sent += n;
+          setTimeout(next, gapMs);
+        });
+      };
+      next();
+    });
+  });
+}

@@ -36,9 +36,22 @@ export function decodeCursor(cursor: string): { at: string; id: string } | undef
     if (typeof at !== 'string' || typeof id !== 'string') return undefined;
     // Validated here, not by Postgres: a cast error there would be a 500 for a bad query string.
     if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id)) return undefined;
-    if (!/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?[+-]\d{2}(:\d{2})?$/.test(at)) return undefined;
-    return { at, id };
+    return isPossibleTime(at) ? { at, id } : undefined;
   } catch {
     return undefined;
   }
+}
+
+const TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.\d{1,6})?[+-](\d{2})(?::(\d{2}))?$/;
+
+// Postgres's text form of a timestamptz, and a time that exists: a well-formed impossible one (month
+// 13, 31 April) would fail the cast there with 22008, answered 422 when it is a bad query string (400).
+function isPossibleTime(at: string): boolean {
+  const m = TIMESTAMP.exec(at);
+  if (!m) return false;
+  const n = (i: number) => Number(m[i] ?? 0);
+  const [year, month, day] = [n(1), n(2), n(3)];
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  const days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1] ?? 0;
+  return day >= 1 && day <= days && n(4) <= 23 && n(5) <= 59 && n(6) <= 59 && n(7) <= 15 && n(8) <= 59;
 }

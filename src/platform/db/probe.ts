@@ -19,8 +19,10 @@ export interface ProbeResult {
 /** When a commit is acknowledged: only with a synchronous standby does it survive a failover. */
 export interface ReplicationSettings {
   synchronous_commit: string;
-  synchronous_standby_names: string;
-  /** synchronous_commit is on, remote_write or remote_apply and a synchronous standby is named. */
+  /**
+   * synchronous_standby_names itself is read but never shown: it names the standbys (their
+   * application_name, often a host), which /readyz?verbose, open to anyone, has no need to say.
+   * synchronous_commit is on, remote_write or remote_apply and a synchronous standby is named. */
   commit_waits_for_standby: boolean;
 }
 
@@ -68,7 +70,6 @@ function replicationOf(row: ProbeRow): ReplicationSettings | undefined {
   const names = String(row.synchronous_standby_names ?? '');
   return {
     synchronous_commit: row.synchronous_commit,
-    synchronous_standby_names: names,
     commit_waits_for_standby: WAITS_FOR_STANDBY.has(row.synchronous_commit) && names.trim() !== '',
   };
 }

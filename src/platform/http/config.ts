@@ -21,6 +21,13 @@ export interface HttpConfig {
   maxConnections: number | 'auto';
 }
 
+/**
+ * The most of a request's body the server reads and throws away after answering it early (a 413 on
+ * the declared size), so that its close does not reset a client still sending: four times the
+ * largest body the app takes (1 MiB). Past it the client ignores the answer, and is cut.
+ */
+export const DISCARD_MAX_BYTES = 4 * 1024 * 1024;
+
 /** Bun.serve's idleTimeout is whole seconds and at most 255 (bun-types serve.d.ts). */
 export const BUN_MAX_IDLE_TIMEOUT_MS = 255_000;
 

@@ -1,4 +1,4 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from '../log.js';
 
@@ -31,6 +31,16 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
   const { max, log } = options;
   // Insertion order is connection order: the first idle entry is the oldest idle connection.
   const connections = new Set<Socket>();
+  // Requests in flight per connection, from the server's public events: 'request' once a request's
+  // headers are in, the response's 'close' once it is done or the connection died. Pipelined requests
+  // count each; a socket with none in flight is idle.
+  const inFlight = new WeakMap<Socket, number>();
+  const isIdle = (socket: Socket) => !inFlight.get(socket);
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
+    res.once('close', () => inFlight.set(socket, (inFlight.get(socket) ?? 1) - 1));
+  });
 
   let counts = { closedIdle: 0, refused: 0, acceptErrors: 0 };
   let lastAcceptError: string | undefined;
@@ -101,15 +111,4 @@ export function guardConnections(server: Server, options: ConnectionGuardOptions
       return connections.size;
     },
   };
-}
-
-/**
- * No response in progress on the socket. Node's HTTP server sets `socket._httpMessage` to the
- * ServerResponse when a request's headers are in (`res.assignSocket`, lib/_http_server.js) and clears
- * it when the response is done (`detachSocket`), pipelined requests included (they queue behind it).
- * A private field, checked on Node 20 and 24 by test/idle-sockets.test.ts (a slow request survives
- * the idle timeout; idle sockets are shed at the cap).
- */
-function isIdle(socket: Socket): boolean {
-  return !(socket as Socket & { _httpMessage?: unknown })._httpMessage;
 }

@@ -34,7 +34,18 @@ export interface ShellOptions<E extends AppEnv> {
   telemetry: Telemetry;
   metrics: { token: string | undefined; render(scope: ServedScope): Promise<string> };
   tickHealth: Omit<TickHealthEndpoint, 'pool'>;
+  /**
+   * 'elsewhere' when METRICS_PORT runs the internal listener (createInternalShell), or a Worker has
+   * no METRICS_TOKEN: this shell then answers /metrics and /healthz/ticks with 404, like any route it
+   * does not have.
+   */
+  internalEndpoints?: 'here' | 'elsewhere';
 }
+
+export type InternalShellOptions = Pick<
+  ShellOptions<AppEnv>,
+  'gate' | 'log' | 'errors' | 'telemetry' | 'metrics' | 'tickHealth'
+>;
 
 /**
  * The platform's HTTP surface around the app's routes, built once per process or isolate: request
@@ -48,11 +59,7 @@ export function createShell<E extends AppEnv>(options: ShellOptions<E>): Hono<Sh
   shell.use('*', observeRequests(options.telemetry));
   const scope = (c: Context): ServedScope => c.env;
   shell.route('/', healthRoutes({ gate, probe: (c) => scope(c).probe }));
-  shell.route(
-    '/',
-    metricsRoutes({ token: options.metrics.token, render: (c) => options.metrics.render(scope(c)) }),
-  );
-  shell.route('/', tickHealthRoutes({ ...options.tickHealth, pool: (c) => scope(c).probeDatabase.pool }));
+  if (options.internalEndpoints !== 'elsewhere') mountInternalEndpoints(shell, options);
   shell.use('*', async (c, next) => {
     const { database, schedule } = c.env;
     c.set('database', database);
@@ -70,6 +77,30 @@ export function createShell<E extends AppEnv>(options: ShellOptions<E>): Hono<Sh
     return databaseUnavailable(err, c, log) ?? internalError(err, c, log, errors);
   });
   return shell;
+}
+
+/**
+ * The internal listener's surface (METRICS_PORT): liveness, readiness, /metrics and /healthz/ticks,
+ * none of the app's routes. Called with the same ServedScope as the main shell.
+ */
+export function createInternalShell(options: InternalShellOptions): Hono<ShellEnv> {
+  const { gate, log, errors } = options;
+  const shell = new Hono<ShellEnv>();
+  shell.use('*', observeRequests(options.telemetry));
+  shell.route('/', healthRoutes({ gate, probe: (c) => (c.env as ServedScope).probe }));
+  mountInternalEndpoints(shell, options);
+  shell.notFound((c) => c.json(errorBody('not_found', 'no such route'), 404));
+  shell.onError((err, c) => internalError(err, c, log, errors));
+  return shell;
+}
+
+function mountInternalEndpoints(shell: Hono<ShellEnv>, options: InternalShellOptions): void {
+  const scope = (c: Context): ServedScope => c.env;
+  shell.route(
+    '/',
+    metricsRoutes({ token: options.metrics.token, render: (c) => options.metrics.render(scope(c)) }),
+  );
+  shell.route('/', tickHealthRoutes({ ...options.tickHealth, pool: (c) => scope(c).probeDatabase.pool }));
 }
 
 // A failover in progress: the pool is already rebuilt, the client should simply come back.

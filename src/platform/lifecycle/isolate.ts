@@ -1,6 +1,6 @@
 import type { Hono } from 'hono';
 import { type Config, ConfigError, type Env, loadAll, loadConfig } from '../config.js';
-import { createNeonDriver } from '../db/drivers/neon.js';
+import { asHyperdriveBinding } from '../db/drivers/hyperdrive-binding.js';
 import { FailoverEpisodes } from '../db/episode.js';
 import type { DatabaseHandle } from '../db/handle.js';
 import { schemaState } from '../db/migrate.js';
@@ -19,6 +19,7 @@ import { createLogger, type Logger } from '../log.js';
 import { withLogContext } from '../log-context.js';
 import { observeDatabase } from '../metrics/db-gauges.js';
 import { createGaugeRegistry } from '../metrics/gauges.js';
+import { createScrapeCache } from '../metrics/scrape-cache.js';
 import { observeTickHealth } from '../metrics/tick-gauges.js';
 import type { AppEnv, AppInstance, AppModule } from '../module.js';
 import { loadTelemetryConfig } from '../telemetry/config.js';
@@ -28,6 +29,7 @@ import { withTimeout } from '../timeout.js';
 import { createDatabases, type Databases } from './databases.js';
 import { FollowUpRuns } from './follow-up-runs.js';
 import { bootCauseOf, IsolateBootError, RetryingBoot } from './isolate-boot.js';
+import type { Bindings, IsolateDatabase } from './isolate-database.js';
 
 // The isolate lifecycle (Cloudflare Workers; ARCHITECTURE.md, "Workers"). There is no process to boot:
 // an isolate's first request builds the app once (configuration, the app module, the HTTP shell, the
@@ -43,8 +45,6 @@ export interface ExecutionContextLike {
   waitUntil(promise: Promise<unknown>): void;
 }
 
-type Bindings = Record<string, unknown>;
-
 // Every isolate and cron invocation records its runs under one name: on Workers the cron trigger, not
 // an isolate, is what runs a tick, and isolates come and go between invocations.
 const WORKER_INSTANCE = 'worker';
@@ -52,6 +52,8 @@ const WORKER_INSTANCE = 'worker';
 /** Built once per isolate, at its first boot. */
 interface Isolate<E extends AppEnv> {
   config: Config;
+  /** Chosen at the first boot from the bindings; a Worker's bindings do not change under an isolate. */
+  database: IsolateDatabase;
   log: Logger;
   errors: ErrorTracker;
   app: AppInstance<E>;
@@ -64,21 +66,23 @@ interface Isolate<E extends AppEnv> {
   tickPolicy: TickHealthPolicy;
 }
 
-export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, E>) {
+export interface IsolateOptions {
+  /** The databases this bundle can reach, in order of precedence (isolate-database.ts). */
+  databases: readonly IsolateDatabase[];
+}
+
+export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, E>, options: IsolateOptions) {
   const gate = new ReadinessGate();
   let isolate: Isolate<E> | undefined;
   const boots = new RetryingBoot();
   let indexesLoadedAt = 0;
   const followUps = new FollowUpRuns();
 
-  const invocation = async (iso: Pick<Isolate<E>, 'config' | 'log' | 'episodes'>): Promise<Databases> => {
-    // Workers always use Neon: the app over WebSockets unless configured for HTTP; the probe over HTTP.
-    const database =
-      iso.config.database.driver === 'pglite' || iso.config.database.driver === 'pg'
-        ? { ...iso.config.database, driver: 'neon-ws' as const }
-        : iso.config.database;
-    if (!('url' in database)) throw new ConfigError(['DATABASE_URL is required on Workers']);
-    const driver = createNeonDriver(iso.config, database, iso.log);
+  const invocation = async (
+    iso: Pick<Isolate<E>, 'config' | 'database' | 'log' | 'episodes'>,
+    bindings: Bindings,
+  ): Promise<Databases> => {
+    const driver = iso.database.createDriver(iso.config, bindings, iso.log);
     await driver.ready();
     // Handles live per request, the failover episode per isolate: it damps and counts across requests.
     return createDatabases(driver, {
@@ -90,13 +94,22 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     });
   };
 
-  const build = async (env: Env): Promise<Isolate<E>> => {
+  const build = async (bindings: Bindings): Promise<Isolate<E>> => {
+    const env = stringBindings(bindings);
+    const chosen = chooseDatabase(options.databases, bindings);
     const [config, appConfig, tickHealth] = loadAll<[Config, C, TickHealthConfig]>(
-      () => loadConfig({ DATABASE_DRIVER: 'neon-ws', ...env }),
+      () => loadConfig({ ...chosen.found.defaults, ...env, ...chosen.found.overrides }),
       () => module.loadConfig(env),
       () => loadTickHealthConfig(env, module.tickNames),
     );
     const log = createLogger(config.logLevel);
+    const { database } = chosen;
+    log.info('isolate database', { database: database.name });
+    if (database.name !== 'hyperdrive' && Object.values(bindings).some((b) => asHyperdriveBinding(b))) {
+      log.warn('a Hyperdrive binding is bound, but this bundle reaches the database through DATABASE_URL', {
+        database: database.name,
+      });
+    }
     const errors = config.sentryDsn
       ? await createErrorTracker(config.sentryDsn).catch(() => disabledErrorTracker)
       : disabledErrorTracker;
@@ -113,12 +126,21 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     });
     const ticks = app.ticks.map(({ name, intervalMs }) => ({ name, intervalMs }));
     const tickPolicy = tickHealth.policy;
+    // Per isolate, so the scrapes an isolate serves share their database readings.
+    const scrapeCache = createScrapeCache();
+    // A Worker is public on its route and has no second port: METRICS_TOKEN is the only guard. Without
+    // it the internal endpoints are not served (404), unless METRICS_PUBLIC=true asks for them open.
+    const internalServed = telemetry.metricsToken !== undefined || env.METRICS_PUBLIC === 'true';
+    if (!internalServed) {
+      log.warn('/metrics and /healthz/ticks are off: set METRICS_TOKEN (or METRICS_PUBLIC=true)');
+    }
     const shell = createShell({
       app,
       gate,
       log,
       errors,
       telemetry: noTelemetry,
+      internalEndpoints: internalServed ? 'here' : 'elsewhere',
       metrics: {
         token: telemetry.metricsToken,
         render: (scope) => {
@@ -128,11 +150,14 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
           );
           observeDatabase(gauges, scope.probe);
           app.metrics?.gauges?.(gauges, {
-            probeDatabase: scope.probeDatabase,
+            database: scope.database,
+            cache: scrapeCache,
             timeoutMs: config.probeTimeoutMs,
           });
           observeTickHealth(gauges, ticks, tickPolicy, () =>
-            withTimeout(readTickHealth(scope.probeDatabase.pool), config.probeTimeoutMs, 'tick health'),
+            scrapeCache('tick health', () =>
+              withTimeout(readTickHealth(scope.database.pool), config.probeTimeoutMs, 'tick health'),
+            ),
           );
           return gauges.render();
         },
@@ -147,6 +172,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     });
     return {
       config,
+      database,
       log,
       errors,
       app,
@@ -160,10 +186,10 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
   };
 
   // What readiness needs before the isolate serves: the schema the bundle expects, and the app's indexes.
-  const check = async (iso: Isolate<E>): Promise<void> => {
+  const check = async (iso: Isolate<E>, bindings: Bindings): Promise<void> => {
     let inv: Databases;
     try {
-      inv = await withTimeout(invocation(iso), iso.config.probeTimeoutMs, 'connecting');
+      inv = await withTimeout(invocation(iso, bindings), iso.config.probeTimeoutMs, 'connecting');
     } catch (err) {
       throw bootCauseOf(err);
     }
@@ -196,13 +222,13 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     const booted = await boots.run(
       async () => {
         if (!isolate) {
-          isolate = await build(stringBindings(bindings)).catch((err: unknown) => {
+          isolate = await build(bindings).catch((err: unknown) => {
             throw new IsolateBootError('configuration', err instanceof Error ? err.message : String(err), {
               cause: err,
             });
           });
         }
-        await check(isolate);
+        await check(isolate, bindings);
         gate.open();
         isolate.log.info('isolate booted', { attempt: boots.attempts });
       },
@@ -265,7 +291,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
   ): Promise<Response> => {
     const iso = await boot(bindings);
     if (!iso) return notBooted(new URL(request.url).pathname);
-    const inv = await invocation(iso);
+    const inv = await invocation(iso, bindings);
     const background: Promise<unknown>[] = [];
     let monitor: TickMonitor | undefined;
     const scope: ServedScope = {
@@ -330,7 +356,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
   ): Promise<void> => {
     const iso = await boot(bindings);
     if (!iso || iso.app.ticks.length === 0) return;
-    const inv = await invocation(iso);
+    const inv = await invocation(iso, bindings);
     // Sentry's monitor gets the trigger's own crontab: the schedule a missed invocation is measured by.
     const cron = typeof controller?.cron === 'string' && controller.cron ? controller.cron : undefined;
     const monitor = tickMonitor(iso, inv.app, cron);
@@ -349,6 +375,19 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
   };
 
   return { fetch, scheduled };
+}
+
+/** The first database whose bindings are present. */
+function chooseDatabase(
+  databases: readonly IsolateDatabase[],
+  bindings: Bindings,
+): { database: IsolateDatabase; found: NonNullable<ReturnType<IsolateDatabase['detect']>> } {
+  for (const database of databases) {
+    const found = database.detect(bindings);
+    if (found) return { database, found };
+  }
+  const names = databases.map((d) => d.name).join(', ') || 'none';
+  throw new ConfigError([`no database binding for this Worker (it can reach: ${names})`]);
 }
 
 /** Worker bindings hold strings (vars, secrets) and objects (KV, ...); configuration reads the strings. */

@@ -6,6 +6,7 @@ import type { Logger } from '../log.js';
 import { observeDatabase, observePools } from '../metrics/db-gauges.js';
 import { type PlatformMetrics, platformMetrics } from '../metrics/platform-metrics.js';
 import type { MetricsRegistry } from '../metrics/registry.js';
+import { createScrapeCache } from '../metrics/scrape-cache.js';
 import { observeTickHealth } from '../metrics/tick-gauges.js';
 import type { AppEnv, AppInstance } from '../module.js';
 import type { TelemetryConfig } from '../telemetry/config.js';
@@ -42,11 +43,13 @@ export async function startMetrics<E extends AppEnv>(
     platform: platformMetrics(registry),
     tickResult: app.metrics?.counters?.(registry).tickResult,
     observe: (databases, ticks, policy, timeoutMs) => {
+      // The readings that query the database: cached, and on the application's pool (module.ts).
+      const cache = createScrapeCache();
       observePools(registry, [databases.app, databases.probe]);
       observeDatabase(registry, databases.writeProbe);
-      app.metrics?.gauges?.(registry, { probeDatabase: databases.probe, timeoutMs });
+      app.metrics?.gauges?.(registry, { database: databases.app, cache, timeoutMs });
       observeTickHealth(registry, ticks, policy, () =>
-        withTimeout(readTickHealth(databases.probe.pool), timeoutMs, 'tick health'),
+        cache('tick health', () => withTimeout(readTickHealth(databases.app.pool), timeoutMs, 'tick health')),
       );
     },
   };

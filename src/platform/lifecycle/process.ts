@@ -6,8 +6,9 @@ import { withPoisonRetry } from '../db/poison-retry.js';
 import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../error-tracking.js';
 import { ReadinessGate } from '../gate.js';
 import { type HttpConfig, loadHttpConfig } from '../http/config.js';
+import { type InternalEndpointsConfig, loadInternalEndpointsConfig } from '../http/internal-endpoints.js';
 import { DEFAULT_HOST, type Listen, type Listener } from '../http/listener.js';
-import { createShell, type ServedScope } from '../http/shell.js';
+import { createInternalShell, createShell, type ServedScope } from '../http/shell.js';
 import { Scheduler } from '../jobs/scheduler.js';
 import { createTickRunner, type TickRunner } from '../jobs/tick.js';
 import { loadTickHealthConfig, type TickHealthConfig } from '../jobs/tick-health-config.js';
@@ -59,12 +60,16 @@ export async function startProcess<C, E extends AppEnv>(
   let appConfig: C;
   let tickHealthConfig: TickHealthConfig;
   let httpConfig: HttpConfig;
+  let internal: InternalEndpointsConfig;
   try {
-    [config, appConfig, tickHealthConfig, httpConfig] = loadAll<[Config, C, TickHealthConfig, HttpConfig]>(
+    [config, appConfig, tickHealthConfig, httpConfig, internal] = loadAll<
+      [Config, C, TickHealthConfig, HttpConfig, InternalEndpointsConfig]
+    >(
       () => loadConfig(runtime.env),
       () => module.loadConfig(runtime.env),
       () => loadTickHealthConfig(runtime.env, module.tickNames),
       () => loadHttpConfig(runtime.env),
+      () => loadInternalEndpointsConfig(runtime.env),
     );
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
@@ -105,6 +110,7 @@ export async function startProcess<C, E extends AppEnv>(
   let databases: Databases | undefined;
   let monitor: TickMonitor | undefined;
   let listener: Listener | undefined;
+  let internalListener: Listener | undefined;
   let bootStep = 'prepare';
   let interruptedExitCode: number | undefined;
 
@@ -153,8 +159,7 @@ export async function startProcess<C, E extends AppEnv>(
   };
 
   const bindListener = async (db: Databases) => {
-    const shell = createShell({
-      app,
+    const parts = {
       gate,
       log,
       errors,
@@ -170,6 +175,11 @@ export async function startProcess<C, E extends AppEnv>(
         timeoutMs: config.probeTimeoutMs,
         log,
       },
+    };
+    const shell = createShell({
+      app,
+      ...parts,
+      internalEndpoints: internal.port === undefined ? 'here' : 'elsewhere',
     });
     // New work is run now rather than at the next interval (shutdown awaits the run).
     const scope: ServedScope = {
@@ -186,6 +196,17 @@ export async function startProcess<C, E extends AppEnv>(
       log,
     });
     log.info('listening', { host: config.host, port: listener.port });
+    if (internal.port !== undefined) {
+      const internalShell = createInternalShell(parts);
+      internalListener = await runtime.listen((request) => internalShell.fetch(request, scope), {
+        port: internal.port,
+        host: config.host,
+        http: httpConfig,
+        defaultHost: DEFAULT_HOST,
+        log,
+      });
+      log.info('internal endpoints listening', { host: config.host, port: internalListener.port });
+    }
   };
 
   const need = <T>(part: T | undefined): T => {
@@ -274,7 +295,11 @@ export async function startProcess<C, E extends AppEnv>(
       { name: 'settle tick reports', run: () => monitor?.idle() ?? Promise.resolve() },
       // Keep serving (readiness says draining) so a load balancer can take us out of rotation first.
       { name: 'drain delay', run: () => new Promise((done) => setTimeout(done, config.shutdownDelayMs)) },
-      { name: 'drain http', run: (budget) => listener?.close(budget) ?? Promise.resolve() },
+      {
+        name: 'drain http',
+        run: async (budget) =>
+          void (await Promise.all([listener?.close(budget), internalListener?.close(budget)])),
+      },
       { name: 'close database', run: closeDatabase },
       { name: 'flush error tracking', run: async () => void (await errors.flush(2000)) },
       { name: 'flush traces', run: () => telemetry.tracing.shutdown(2000) },

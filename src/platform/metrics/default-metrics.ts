@@ -11,8 +11,10 @@ import { collectDefaultMetrics, type Registry } from 'prom-client';
 
 // Every module exports (registry, config) => void and lives at lib/metrics/<name>.js, the names being
 // the list collectDefaultMetrics itself runs (it already leaves out what this Node cannot report).
-// prom-client has no `exports` map, so the files resolve; it is pinned, and test/idle-cpu.test.ts
-// checks that every default metric is still served.
+// collectDefaultMetrics has no option to leave one out (prom-client 15: register, prefix, labels,
+// gcDurationBuckets, eventLoopMonitoringPrecision), hence the files. prom-client has no `exports` map,
+// so they resolve; it is pinned (15.1.3), test/fast/dependency-internals.test.ts fails the moment a
+// file is gone, and test/idle-cpu.test.ts checks that every default metric is still served.
 type DefaultMetric = (registry: Registry, config: DefaultMetricsConfig) => void;
 interface DefaultMetricsConfig {
   eventLoopMonitoringPrecision: number;
@@ -23,7 +25,10 @@ const EVENT_LOOP_LAG = 'eventLoopLag';
 const CONFIG: DefaultMetricsConfig = { eventLoopMonitoringPrecision: 10 };
 
 const require = createRequire(import.meta.url);
-const load = (name: string) => require(`prom-client/lib/metrics/${name}.js`) as DefaultMetric;
+/** One of prom-client's default metric modules (exported for test/fast/dependency-internals.test.ts). */
+export const loadDefaultMetric = (name: string) =>
+  require(`prom-client/lib/metrics/${name}.js`) as DefaultMetric;
+const load = loadDefaultMetric;
 
 export interface DefaultMetrics {
   /** Starts the event-loop lag monitor and registers its gauges; later calls do nothing. */

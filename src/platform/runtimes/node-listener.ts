@@ -3,6 +3,7 @@ import { createAdaptorServer } from '@hono/node-server';
 import { connectionCap, descriptorLimit } from '../http/connection-cap.js';
 import type { Listen } from '../http/listener.js';
 import { guardConnections } from '../http/node-connections.js';
+import { drainEarlyAnswers } from '../http/node-early-answers.js';
 
 export const listenNode: Listen = (fetch, { port, host, http: limits, defaultHost, log }) =>
   new Promise((resolve, reject) => {
@@ -12,6 +13,8 @@ export const listenNode: Listen = (fetch, { port, host, http: limits, defaultHos
       // @hono/node-server answers 400: `const host = incoming.headers.host || defaultHostname;
       // if (!host) throw new RequestError("Missing host header")` (src/request.ts).
       hostname: defaultHost,
+      // Its clean-up destroys the socket 500 ms after an early answer; drainEarlyAnswers reads the rest.
+      autoCleanupIncoming: false,
       serverOptions: {
         headersTimeout: limits.headersTimeoutMs,
         requestTimeout: limits.requestTimeoutMs,
@@ -21,6 +24,7 @@ export const listenNode: Listen = (fetch, { port, host, http: limits, defaultHos
         connectionsCheckingInterval: Math.min(1000, limits.headersTimeoutMs),
       },
     }) as import('node:http').Server;
+    drainEarlyAnswers(server);
     server.once('error', reject);
     server.listen(port, host, () => {
       server.off('error', reject);

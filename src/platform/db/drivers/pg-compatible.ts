@@ -1,6 +1,7 @@
 import type { Logger } from '../../log.js';
 import { isPoisoned } from '../poison.js';
 import type { Database, DatabasePool, PoolRole, Row, SqlSession } from '../types.js';
+import { closeIdleClients } from './pg-pool-internals.js';
 
 // What node-postgres' Pool and the Neon driver's WebSocket Pool (a port of it) have in common.
 export interface PgCompatibleClient {
@@ -20,21 +21,54 @@ export interface PgCompatiblePool {
 
 const poisonedBy = new WeakMap<object, Error>();
 
+type ConnectCallback = (err: Error | undefined, client?: PgCompatibleClient, done?: unknown) => void;
+
 /**
- * Makes every checked-out client remember a poison error it saw and hand it to release(), so the
- * pool evicts the client instead of lending it out again. Drizzle's transactions call release()
- * with no argument, which would otherwise return a client pinned to a read-only node to the pool.
- * (pool.query() already releases with the error; this covers connect()ed clients.)
+ * Wraps the pool's own connect() (both forms: pool.query() calls the callback form through `this`):
+ * - every checked-out client remembers a poison error it saw and hands it to release(), so the pool
+ *   evicts the client instead of lending it out again. Drizzle's transactions call release() with no
+ *   argument, which would otherwise return a client pinned to a read-only node to the pool.
+ *   (pool.query() already releases with the error; this covers connect()ed clients.)
+ * - callers still waiting for a client can be failed at once (the returned function): pg-pool's end()
+ *   neither serves nor fails them, so they would wait out connectionTimeoutMillis. A client that
+ *   arrives for a caller already failed goes straight back (to a pool that is ending: it is closed).
  */
-export function evictPoisonedClients(pool: PgCompatiblePool): void {
+export function wrapConnect(pool: PgCompatiblePool): (err: Error) => void {
   // biome-ignore lint/suspicious/noExplicitAny: connect() is overloaded (callback and promise forms) and pool.query() calls the callback form through `this`
   const target = pool as any;
   const connect = target.connect.bind(pool);
-  target.connect = (
-    callback?: (err: Error | undefined, client?: PgCompatibleClient, done?: unknown) => void,
-  ) => {
-    if (callback) return connect(callback);
-    return connect().then((client: PgCompatibleClient) => track(client));
+  const waiting = new Set<(err: Error) => void>();
+  const waitFor = (callback: ConnectCallback, wrapClient: (c: PgCompatibleClient) => PgCompatibleClient) => {
+    let settled = false;
+    const fail = (err: Error) => {
+      if (settled) return;
+      settled = true;
+      waiting.delete(fail);
+      callback(err);
+    };
+    waiting.add(fail);
+    connect((err: Error | undefined, client?: PgCompatibleClient, done?: unknown) => {
+      if (settled) {
+        client?.release();
+        return;
+      }
+      settled = true;
+      waiting.delete(fail);
+      if (err || !client) callback(err);
+      else callback(undefined, wrapClient(client), done);
+    });
+  };
+  target.connect = (callback?: ConnectCallback) => {
+    if (callback) return waitFor(callback, (client) => client);
+    return new Promise<PgCompatibleClient>((resolve, reject) =>
+      waitFor(
+        (err, client) => (err || !client ? reject(err) : resolve(client)),
+        (client) => track(client),
+      ),
+    );
+  };
+  return (err) => {
+    for (const fail of [...waiting]) fail(err);
   };
 }
 
@@ -72,7 +106,7 @@ export function wrapPgCompatiblePool(
   pool.on('error', (err) => {
     if (!ending) log.warn('idle database client failed', { pool: role, err });
   });
-  evictPoisonedClients(pool);
+  const failWaiting = wrapConnect(pool);
   return {
     db,
     query: <R extends Row>(text: string, params?: unknown[]) =>
@@ -90,37 +124,14 @@ export function wrapPgCompatiblePool(
       }
     },
     stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
-    closeIdle: () => closeIdleClients(pool),
+    closeIdle: () => closeIdleClients(pool, log),
     end: () => {
       ending = true;
       const ended = pool.end();
-      // pg-pool neither serves nor fails callers still queued for a client once end() is called: they
-      // would wait out connectionTimeoutMillis. Fail them now, as a later connect() would, so the
-      // request path retries them on the fresh pool at once. (_pendingQueue is pg-pool's own field.)
-      const queue = (pool as unknown as { _pendingQueue?: { callback(err: Error): void }[] })._pendingQueue;
-      for (const item of queue?.splice(0) ?? [])
-        item.callback(new Error('Cannot use a pool after calling end on the pool'));
+      // Fail queued callers as a later connect() would, so the request path retries them on the fresh
+      // pool at once (poison.ts: "pool ended").
+      failWaiting(new Error('Cannot use a pool after calling end on the pool'));
       return ended;
     },
   };
-}
-
-// pg-pool has no public call that closes its idle clients but keeps the pool. Its own end() does it
-// as `this._idle.slice().map((item) => { this._remove(item.client) })` (pg-pool 3.x _pulseQueue);
-// the Neon driver's Pool is a port of pg-pool with the same fields. _remove() takes the client out of
-// the pool at once and ends it in the background. The pulse lets callers queued on a full pool open
-// the connections that freed up. Without those fields (another pool), nothing is closed.
-type PgPoolInternals = {
-  _idle?: { client: unknown }[];
-  _remove?: (client: unknown) => void;
-  _pulseQueue?: () => void;
-};
-
-function closeIdleClients(pool: PgCompatiblePool): number {
-  const internals = pool as unknown as PgPoolInternals;
-  if (!Array.isArray(internals._idle) || typeof internals._remove !== 'function') return 0;
-  const idle = internals._idle.slice();
-  for (const item of idle) internals._remove.call(pool, item.client);
-  if (idle.length > 0) internals._pulseQueue?.call(pool);
-  return idle.length;
 }

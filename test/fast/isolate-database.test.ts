@@ -1,0 +1,49 @@
+// Which database a Worker entry's isolate reaches, from its bindings (src/platform/lifecycle/isolate-*.ts).
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/platform/config.js';
+import { hyperdriveIsolateDatabase } from '../../src/platform/lifecycle/isolate-hyperdrive.js';
+import { neonIsolateDatabase } from '../../src/platform/lifecycle/isolate-neon.js';
+import { createLogger } from '../../src/platform/log.js';
+
+const binding = { connectionString: 'postgres://u:secret-pw@hyperdrive.local:5432/app' };
+const log = createLogger('error', {}, () => {});
+
+describe('the Hyperdrive isolate database', () => {
+  it('wins over DATABASE_URL and DATABASE_DRIVER when the binding is present', () => {
+    const found = hyperdriveIsolateDatabase().detect({
+      HYPERDRIVE: binding,
+      DATABASE_URL: 'postgres://elsewhere/db',
+      DATABASE_DRIVER: 'neon-ws',
+    });
+    expect(found?.overrides).toEqual({ DATABASE_DRIVER: 'pg', DATABASE_URL: binding.connectionString });
+  });
+
+  it('is absent without the binding, or with a binding that is not Hyperdrive', () => {
+    const hyperdrive = hyperdriveIsolateDatabase();
+    expect(hyperdrive.detect({ DATABASE_URL: 'postgres://db/app' })).toBeUndefined();
+    expect(hyperdrive.detect({ HYPERDRIVE: 'postgres://a-string/app' })).toBeUndefined();
+    expect(hyperdrive.detect({ HYPERDRIVE: { connectionString: '' } })).toBeUndefined();
+    expect(hyperdriveIsolateDatabase('DB').detect({ DB: binding })).toBeDefined();
+  });
+
+  it('makes a hyperdrive driver from the binding of the invocation', () => {
+    const config = loadConfig({ DATABASE_DRIVER: 'pg', DATABASE_URL: binding.connectionString });
+    expect(hyperdriveIsolateDatabase().createDriver(config, { HYPERDRIVE: binding }, log).name).toBe(
+      'hyperdrive',
+    );
+    expect(() => hyperdriveIsolateDatabase().createDriver(config, {}, log)).toThrow(
+      /HYPERDRIVE Hyperdrive binding is missing/,
+    );
+  });
+});
+
+describe('the Neon isolate database', () => {
+  it('needs no binding and defaults the driver to neon-ws under the Worker vars', () => {
+    expect(neonIsolateDatabase.detect({})).toEqual({ defaults: { DATABASE_DRIVER: 'neon-ws' } });
+    const config = loadConfig({
+      DATABASE_DRIVER: 'neon-ws',
+      DATABASE_URL: 'postgres://u@db.neon.invalid/app',
+    });
+    expect(neonIsolateDatabase.createDriver(config, {}, log).name).toBe('neon-ws');
+  });
+});

@@ -1,0 +1,302 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Miniflare } from 'miniflare';
+import pg from 'pg';
+import { parse } from 'smol-toml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { freshDatabase } from './support/databases.js';
+import { type Cluster, startCluster, startStandby, waitForReplay } from './support/postgres.js';
+import { repoRoot, TEST_TOKEN_KEY } from './support/server.js';
+import {
+  captureLog,
+  connectedOrganization,
+  openDatabase,
+  queuePush,
+  type Sandbox,
+  sandboxEnv,
+  testBox,
+} from './support/ticks.js';
+import { until } from './support/until.js';
+
+// The Hyperdrive entry (src/runtime/worker-hyperdrive.ts, what `npm run build:worker:hyperdrive`
+// bundles) in workerd via Miniflare's `hyperdrives` option: workerd gets a HYPERDRIVE binding whose
+// connectionString leads, through Miniflare's local proxy, to a real Postgres. What this cannot show is
+// Hyperdrive's own pooling and query cache: locally, as under `wrangler dev`, neither is in the path
+// (developers.cloudflare.com/hyperdrive/configuration/local-development/).
+
+const wrangler = parse(readFileSync(join(repoRoot, 'wrangler.toml'), 'utf8')) as {
+  compatibility_date: string;
+  compatibility_flags: string[];
+};
+
+let cluster: Cluster;
+let sandbox: Sandbox;
+let outdir: string;
+const started: Miniflare[] = [];
+
+beforeAll(async () => {
+  outdir = mkdtempSync(join(tmpdir(), 'worker-hyperdrive-'));
+  execFileSync(
+    'npx',
+    ['wrangler', 'deploy', 'src/runtime/worker-hyperdrive.ts', '--dry-run', '--outdir', outdir],
+    {
+      cwd: repoRoot,
+      env: { ...process.env, XDG_CONFIG_HOME: join(outdir, 'config'), WRANGLER_SEND_METRICS: 'false' },
+      stdio: 'pipe',
+    },
+  );
+  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+}, 180_000);
+afterAll(async () => {
+  await Promise.allSettled(started.map((mf) => mf.dispose()));
+  await sandbox?.close();
+  await cluster?.remove();
+  rmSync(outdir, { recursive: true, force: true });
+});
+
+function worker(
+  hyperdrive: string | undefined,
+  bindings: Record<string, string> = {},
+  onLine?: (line: Record<string, unknown>) => void,
+): Miniflare {
+  const mf = new Miniflare({
+    ...(onLine
+      ? {
+          handleRuntimeStdio: (stdout: NodeJS.ReadableStream) => {
+            let rest = '';
+            stdout.on('data', (chunk: Buffer) => {
+              const lines = (rest + chunk.toString('utf8')).split('\n');
+              rest = lines.pop() ?? '';
+              for (const line of lines) {
+                if (line.startsWith('{')) onLine(JSON.parse(line) as Record<string, unknown>);
+              }
+            });
+          },
+        }
+      : {}),
+    modules: true,
+    scriptPath: join(outdir, 'worker-hyperdrive.js'),
+    modulesRoot: outdir,
+    compatibilityDate: wrangler.compatibility_date,
+    compatibilityFlags: wrangler.compatibility_flags,
+    ...(hyperdrive ? { hyperdrives: { HYPERDRIVE: withPassword(hyperdrive) } } : {}),
+    bindings: {
+      TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY,
+      LOG_LEVEL: 'info',
+      METRICS_PUBLIC: 'true',
+      // wrangler.toml's var: the binding wins over it in this entry.
+      DATABASE_DRIVER: 'neon-ws',
+      ...bindings,
+    },
+  });
+  started.push(mf);
+  return mf;
+}
+
+// Miniflare requires a password in a Hyperdrive origin; the test clusters trust local connections.
+const PASSWORD = 'hyperdrive-local-7c1f';
+function withPassword(url: string): string {
+  const u = new URL(url);
+  u.password = PASSWORD;
+  return u.toString();
+}
+
+async function readyz(mf: Miniflare) {
+  const res = await mf.dispatchFetch('http://worker/readyz');
+  return {
+    status: res.status,
+    body: (await res.json()) as { status: string; checks: Record<string, string> },
+  };
+}
+
+async function migrated(): Promise<string> {
+  const url = await freshDatabase(cluster);
+  const { log } = captureLog();
+  await (await openDatabase(url, log)).close();
+  return url;
+}
+
+async function beats(url: string): Promise<number> {
+  const db = new pg.Client(url);
+  await db.connect();
+  try {
+    const { rows } = await db.query(
+      `SELECT coalesce(sum(beats), 0)::int AS n FROM health_heartbeat WHERE instance_id = 'worker'`,
+    );
+    return rows[0].n as number;
+  } finally {
+    await db.end();
+  }
+}
+
+describe('the Worker through a Hyperdrive binding, in workerd', () => {
+  it('/readyz proves a write through the binding, with no DATABASE_URL at all', async () => {
+    const url = await migrated();
+    const lines: Record<string, unknown>[] = [];
+    const mf = worker(url, {}, (line) => lines.push(line));
+    expect(await readyz(mf)).toEqual({
+      status: 200,
+      body: { status: 'ok', checks: { boot: 'ok', database: 'ok' } },
+    });
+    // Each readiness answer is a write of its own: Hyperdrive caches reads, never writes.
+    const first = await beats(url);
+    expect(first).toBeGreaterThanOrEqual(1);
+    expect((await readyz(mf)).status).toBe(200);
+    expect(await beats(url)).toBe(first + 1);
+    await until(
+      async () => lines.find((l) => l.msg === 'isolate database'),
+      (line) => line !== undefined,
+      5000,
+    );
+    expect(lines.find((l) => l.msg === 'isolate database')?.database).toBe('hyperdrive');
+    // The binding's connection string holds a password: it is in no log line.
+    expect(lines.length).toBeGreaterThan(0);
+    expect(JSON.stringify(lines)).not.toContain(PASSWORD);
+  });
+
+  it('a read-only answer disposes the pools; once the database takes writes again the next request is ready', async () => {
+    const url = await migrated();
+    const lines: Record<string, unknown>[] = [];
+    const mf = worker(url, {}, (line) => lines.push(line));
+    expect((await readyz(mf)).status).toBe(200);
+    const dbName = new URL(url).pathname.slice(1);
+    await cluster.query(`ALTER DATABASE ${dbName} SET default_transaction_read_only = on`);
+    try {
+      const readOnly = await readyz(mf);
+      expect(readOnly).toEqual({
+        status: 503,
+        body: { status: 'unavailable', checks: { boot: 'ok', database: 'read_only' } },
+      });
+      // The probe's pool is thrown away; the app's was never opened by this request (nothing to dispose).
+      await until(
+        async () => lines.filter((l) => l.msg === 'database pool disposed').map((l) => l.role),
+        (roles) => roles.includes('probe'),
+        5000,
+      );
+      expect(lines.some((l) => l.msg === 'database read-only episode started: disposing pools')).toBe(true);
+    } finally {
+      await cluster.query(`ALTER DATABASE ${dbName} RESET default_transaction_read_only`);
+    }
+    const before = await beats(url);
+    expect(await readyz(mf)).toEqual({
+      status: 200,
+      body: { status: 'ok', checks: { boot: 'ok', database: 'ok' } },
+    });
+    expect(await beats(url)).toBe(before + 1);
+  });
+
+  it('behind a real standby: read_only, then ready once it is promoted, without a restart', async () => {
+    const url = await migrated();
+    const dbName = new URL(url).pathname.slice(1);
+    const standby = await startStandby(cluster);
+    try {
+      await waitForReplay(cluster, standby);
+      const mf = worker(standby.url(dbName));
+      // The boot only reads (the schema is current on the standby too); the probe's write is refused.
+      const res = await mf.dispatchFetch('http://worker/readyz?verbose');
+      expect(res.status).toBe(503);
+      expect(((await res.json()) as { checks: unknown }).checks).toEqual({
+        boot: 'ok',
+        database: 'read_only',
+      });
+      await standby.promote();
+      const ready = await until(
+        () => readyz(mf),
+        (r) => r.status === 200,
+        15_000,
+      );
+      expect(ready.body.checks).toEqual({ boot: 'ok', database: 'ok' });
+    } finally {
+      await standby.remove();
+    }
+  });
+
+  it('disposes and retries a tick poisoned by a terminated backend (57P01) once, inside the invocation', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    const handle = await openDatabase(url, log);
+    const { org, tenantId } = await connectedOrganization(
+      handle.db,
+      await testBox(),
+      sandbox,
+      'Poisoned HD Co',
+    );
+    const id = await queuePush(handle.db, org.id, 'hyperdrive-poison');
+    await handle.close();
+    const mf = worker(url, sandboxEnv(sandbox));
+    await readyz(mf);
+    // The tick's claim waits on a held table lock; its backend is terminated, then the lock let go.
+    const locker = new pg.Client(url);
+    await locker.connect();
+    await locker.query('BEGIN');
+    await locker.query('LOCK TABLE invoice_pushes IN ACCESS EXCLUSIVE MODE');
+    const fetcher = (await mf.getWorker()) as unknown as { scheduled(o: { cron: string }): Promise<unknown> };
+    const run = fetcher.scheduled({ cron: '* * * * *' });
+    const dbName = new URL(url).pathname.slice(1);
+    const waiting = await until(
+      async () =>
+        (
+          await cluster.query<{ pid: number }>(
+            `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock' AND query ILIKE '%update invoice_pushes%'`,
+            [dbName],
+          )
+        ).rows,
+      (rows) => rows.length > 0,
+      20_000,
+      25,
+    );
+    await cluster.query('SELECT pg_terminate_backend($1)', [waiting[0]?.pid]);
+    await locker.query('COMMIT');
+    await locker.end();
+    await run;
+    const db = new pg.Client(url);
+    await db.connect();
+    const { rows } = await db.query('SELECT status FROM invoice_pushes WHERE id = $1', [id]);
+    await db.end();
+    expect(rows[0].status).toBe('pushed');
+    expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(1);
+  });
+
+  it('without the binding the isolate says its configuration failed, and keeps liveness', async () => {
+    const mf = worker(undefined);
+    expect(await readyz(mf)).toEqual({
+      status: 503,
+      body: { status: 'unavailable', checks: { boot: 'failed', database: 'not_checked' } },
+    });
+    expect((await mf.dispatchFetch('http://worker/livez')).status).toBe(200);
+  });
+
+  it('refuses to serve while the schema is behind the bundled migrations', async () => {
+    const mf = worker(await freshDatabase(cluster));
+    expect(await readyz(mf)).toEqual({
+      status: 503,
+      body: { status: 'unavailable', checks: { boot: 'failed', database: 'schema_behind' } },
+    });
+  });
+
+  it('pushes a due invoice from scheduled() through the binding', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    const handle = await openDatabase(url, log);
+    const { org, tenantId } = await connectedOrganization(
+      handle.db,
+      await testBox(),
+      sandbox,
+      'Hyperdrive Co',
+    );
+    const id = await queuePush(handle.db, org.id, 'hyperdrive-1');
+    await handle.close();
+    const mf = worker(url, sandboxEnv(sandbox));
+    const fetcher = (await mf.getWorker()) as unknown as { scheduled(o: { cron: string }): Promise<unknown> };
+    await fetcher.scheduled({ cron: '* * * * *' });
+    const db = new pg.Client(url);
+    await db.connect();
+    const { rows } = await db.query('SELECT status FROM invoice_pushes WHERE id = $1', [id]);
+    await db.end();
+    expect(rows[0].status).toBe('pushed');
+    expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(1);
+  });
+});
