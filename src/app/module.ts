@@ -35,6 +35,8 @@ export async function buildHonestHealth(
   config: AppConfig,
   { lifecycle, instanceId, log, embedded }: AppContext,
   xeroFetch: typeof fetch = fetch,
+  // Development mode says it in its own line, with the rest of what it set up.
+  { announceDevelopmentKey = true } = {},
 ): Promise<{ app: AppInstance<AuthEnv>; box: SecretBox }> {
   let tokenKey = config.tokenEncryptionKey;
   if (tokenKey === undefined) {
@@ -47,10 +49,12 @@ export async function buildHonestHealth(
     const { developmentKey } = await import('./dev-key.js');
     const dev = developmentKey(DEV_TOKEN_KEY_PATH);
     tokenKey = dev.key;
-    log.warn('using a development token encryption key; set TOKEN_ENCRYPTION_KEY for real data', {
-      path: DEV_TOKEN_KEY_PATH,
-      created: dev.created,
-    });
+    if (announceDevelopmentKey) {
+      log.warn('using a development token encryption key; set TOKEN_ENCRYPTION_KEY for real data', {
+        path: DEV_TOKEN_KEY_PATH,
+        created: dev.created,
+      });
+    }
   }
   const box = await createSecretBox(tokenKey, config.previousTokenEncryptionKeys);
   const xero = createXeroClient(config.xero, xeroFetch);

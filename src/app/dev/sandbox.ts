@@ -65,6 +65,7 @@ export const honestHealthWithDevelopmentSandbox: AppModule<DevelopmentConfig, Au
       { ...config, xero },
       context,
       inProcessFetch(sandbox.app) as typeof fetch,
+      { announceDevelopmentKey: false },
     );
     let connected = false;
     // Before the API-key index, so the development key works from the first request.
@@ -114,7 +115,7 @@ async function connectDevelopment(db: Database, box: SecretBox, sandbox: XeroSan
     ? `its API key, shown this once: ${created.apiKey}`
     : 'its API key was shown when it was created (npm run org:key:create -- --org <id> makes another, with the server stopped)';
   log.warn(
-    `development mode: no DATABASE_URL, TOKEN_ENCRYPTION_KEY or XERO_* set, so the bundled Xero sandbox runs in this process (nothing reaches Xero) and organization "${DEVELOPMENT_ORGANIZATION}" pushes to its tenant; ${key}`,
+    `development mode: no DATABASE_URL, TOKEN_ENCRYPTION_KEY or XERO_* set, so the bundled Xero sandbox runs in this process (nothing reaches Xero), tokens are sealed with a development key in .data/, and organization "${DEVELOPMENT_ORGANIZATION}" pushes to its tenant; ${key}`,
     { organizationId, tenantId: DEVELOPMENT_TENANT_ID },
   );
 }
