@@ -55,6 +55,11 @@ async function startOurs(url: string, nodeArgs: string[] = []): Promise<ServerPr
       POOL_MAX: String(POOL_MAX),
       // New organizations reach a running server within this: the key works almost at once.
       REGISTRY_REFRESH_MS: '100',
+      // The per-key rate limit and the pending-invoice quota stay on the path, set above the load
+      // (100 000 requests a second; every invoice here waits, awaiting_connection, so it counts).
+      API_RATE_PER_MINUTE: '6000000',
+      API_RATE_BURST: '100000',
+      ORG_MAX_PENDING_INVOICES: '100000000',
     },
     ...(nodeArgs.length > 0
       ? { command: process.execPath, args: ['--enable-source-maps', ...nodeArgs, serverEntry] }

@@ -66,6 +66,12 @@ describe('usage errors', () => {
     [['remove', '--id', 'abc'], /--id must be an organization id \(a UUID\)/],
     [['remove', '--id', "1' OR '1'='1"], /--id must be an organization id/],
     [['list', '--all'], /Unknown option '--all'/],
+    [['key-create', '--name', 'ci'], /--org is required/],
+    [['key-create', '--org', 'abc', '--name', 'ci'], /--org must be a UUID/],
+    [['key-create', '--org', '00000000-0000-4000-8000-000000000000'], /--name is required/],
+    [['key-list', '--org', 'x'], /--org must be a UUID/],
+    [['key-revoke'], /--id is required/],
+    [['key-revoke', '--id', "1' OR '1'='1"], /--id must be a UUID/],
     [['frob'], /unknown command "frob"/],
     [[], /no command/],
   ])('org %j: one line, exit 2, no database touched', async (args, pattern) => {
@@ -252,6 +258,19 @@ describe('on the embedded database', () => {
       expect(create.code).toBe(1);
       expectOneLine(create, lockLine);
       expect(create.stdout).toBe(''); // no key that the server would never see
+      const keyCreate = await cli(
+        'org',
+        ['key-create', '--org', '00000000-0000-4000-8000-000000000000', '--name', 'lost'],
+        { cwd },
+      );
+      expect(keyCreate.code).toBe(1);
+      expectOneLine(keyCreate, lockLine);
+      expect(keyCreate.stdout).toBe('');
+      const keyRevoke = await cli('org', ['key-revoke', '--id', '00000000-0000-4000-8000-000000000000'], {
+        cwd,
+      });
+      expect(keyRevoke.code).toBe(1);
+      expectOneLine(keyRevoke, lockLine);
 
       const migrate = await cli('migrate', ['--local'], { cwd });
       expect(migrate.code).toBe(1);

@@ -87,6 +87,8 @@ async function main(): Promise<void> {
   sandbox.state.faults.add({ target: 'invoices', kind: '503', count: 1 });
   say('injected a Xero 503 for the next invoice call');
   const ids: string[] = [];
+  // List items carry no invoice (docs/api.md): the reference is remembered from each POST.
+  const references = new Map<string, string>();
   for (const [n, customer] of ['Aroha Cafe', 'Kauri Builders', 'Tui Books'].entries()) {
     const res = await fetch(`${base}/api/invoices`, {
       method: 'POST',
@@ -101,6 +103,7 @@ async function main(): Promise<void> {
     });
     const invoice = (await res.json()) as { id: string; status: string };
     ids.push(invoice.id);
+    references.set(invoice.id, `DEMO-${n + 1}`);
     say(`POST /api/invoices ${customer}: ${res.status} ${invoice.status}`);
   }
 
@@ -113,7 +116,6 @@ async function main(): Promise<void> {
         attempts: number;
         lastError: string | null;
         xeroInvoiceId: string | null;
-        invoice: { reference: string };
       }[];
     };
     for (const i of list.data) {
@@ -123,7 +125,7 @@ async function main(): Promise<void> {
       if (seen.get(i.id) === state) continue;
       seen.set(i.id, state);
       const detail = i.status === 'pushed' ? `Xero invoice ${i.xeroInvoiceId}` : (i.lastError ?? '');
-      say(`${i.invoice.reference}: ${i.status} after ${i.attempts} attempt(s) ${detail}`);
+      say(`${references.get(i.id)}: ${i.status} after ${i.attempts} attempt(s) ${detail}`);
     }
     return list.data.length === ids.length && list.data.every((i) => i.status === 'pushed');
   }, 60_000);

@@ -1,10 +1,15 @@
 // `npm run org:create -- --name "Acme" [--allow-duplicate]`: creates an organization and prints its
 // API key once, as JSON. `npm run org:list`: every organization (no keys), as JSON.
-// `npm run org:remove -- --id <uuid>`. Uses the same DATABASE_URL (and migrations) as the server;
+// `npm run org:remove -- --id <uuid>`.
+// Keys: `npm run org:key:create -- --org <uuid> --name "ci"` prints the new key once, as JSON;
+// `npm run org:key:list [-- --org <uuid>]` lists keys (never a key or its hash);
+// `npm run org:key:revoke -- --id <key uuid> [--allow-last]` revokes one (refusing the organization's
+// last active key unless --allow-last; no other row changes). Uses the same DATABASE_URL (and migrations) as the server;
 // running servers pick the change up within REGISTRY_REFRESH_MS. On the embedded database these
 // refuse to run while a server holds it (one process at a time can open PGlite).
 // Exit codes: 0 done, 1 failed (or nothing removed, or a duplicate name), 2 usage.
 import { parseArgs } from 'node:util';
+import { createApiKey, listApiKeys, revokeApiKey } from '../src/app/api-keys.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import {
   createOrganization,
@@ -20,7 +25,9 @@ import { createLogger } from '../src/platform/log.js';
 import { EXIT_FAILURE, runCli, UsageError } from './cli.js';
 
 const USAGE =
-  'usage: npm run org:create -- --name "Acme" [--allow-duplicate] | npm run org:list | npm run org:remove -- --id <uuid>';
+  'usage: npm run org:create -- --name "Acme" [--allow-duplicate] | npm run org:list | npm run org:remove -- --id <uuid>' +
+  ' | npm run org:key:create -- --org <uuid> --name "ci" | npm run org:key:list [-- --org <uuid>]' +
+  ' | npm run org:key:revoke -- --id <key uuid> [--allow-last]';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 type Command = (db: Database) => Promise<void>;
@@ -65,7 +72,64 @@ function parse(argv: string[]): Command {
       if (!removed) process.exitCode = EXIT_FAILURE;
     };
   }
+  if (command === 'key-create') {
+    const { values } = parseArgs({
+      args,
+      strict: true,
+      options: { org: { type: 'string' }, name: { type: 'string' } },
+    });
+    const org = uuidOption('--org', values.org);
+    const name = values.name?.trim();
+    if (!name) throw new UsageError('--name is required and must not be blank');
+    if (name.length > 255) throw new UsageError('--name must be at most 255 characters');
+    return async (db) => {
+      const key = await createApiKey(db, org, name);
+      if (!key) return fail(`org:key:create: no organization has id ${org}`);
+      console.log(JSON.stringify(key));
+    };
+  }
+  if (command === 'key-list') {
+    const { values } = parseArgs({ args, strict: true, options: { org: { type: 'string' } } });
+    const org = values.org === undefined ? undefined : uuidOption('--org', values.org);
+    return async (db) => console.log(JSON.stringify(await listApiKeys(db, org)));
+  }
+  if (command === 'key-revoke') {
+    const { values } = parseArgs({
+      args,
+      strict: true,
+      options: { id: { type: 'string' }, 'allow-last': { type: 'boolean' } },
+    });
+    const id = uuidOption('--id', values.id);
+    return async (db) => {
+      const outcome = await revokeApiKey(db, id, values['allow-last'] === true);
+      if (outcome.kind === 'not_found') return fail(`org:key:revoke: no API key has id ${id}`);
+      if (outcome.kind === 'last_key') {
+        return fail(
+          `org:key:revoke: ${id} is the last active key of organization ${outcome.organizationId}; ` +
+            'create another first (org:key:create), or pass --allow-last to lock the organization out',
+        );
+      }
+      console.log(
+        JSON.stringify({
+          id,
+          revoked: outcome.kind === 'revoked',
+          revokedAt: outcome.revokedAt,
+        }),
+      );
+    };
+  }
   throw new UsageError(command === undefined ? 'no command' : `unknown command "${command}"`);
+}
+
+function uuidOption(flag: string, value: string | undefined): string {
+  if (value === undefined) throw new UsageError(`${flag} is required`);
+  if (!UUID.test(value)) throw new UsageError(`${flag} must be a UUID, not "${value.slice(0, 40)}"`);
+  return value;
+}
+
+function fail(line: string): void {
+  process.stderr.write(`${line}\n`);
+  process.exitCode = EXIT_FAILURE;
 }
 
 await runCli('org', USAGE, async () => {

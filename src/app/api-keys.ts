@@ -1,8 +1,11 @@
 // API keys: 32 random bytes behind a recognisable prefix (so leaked keys are easy to grep for).
 // Only the sha256 is stored; a key's hash is its lookup handle, so no stored value can be replayed.
 
+import { sql } from 'drizzle-orm';
 import { encodeBase64Url } from '../platform/base64.js';
+import type { Database } from '../platform/db/types.js';
 import { sha256Hex } from '../platform/sha256.js';
+import { rowsOf } from './push/rows.js';
 
 export const API_KEY_PREFIX = 'hh_live_';
 
@@ -13,4 +16,120 @@ export function generateApiKey(): string {
 
 export function hashApiKey(key: string): string {
   return sha256Hex(key);
+}
+
+// An organization's keys as rows (schema.ts api_keys). Rotation is create, switch, revoke: no other
+// row is touched. Each change is one statement, so it runs alike on pg, PGlite and Neon over HTTP.
+
+export interface CreatedApiKey {
+  id: string;
+  organizationId: string;
+  name: string;
+  /** Shown once: only its hash is stored. */
+  apiKey: string;
+  createdAt: Date;
+}
+
+export interface ApiKeySummary {
+  id: string;
+  organizationId: string;
+  name: string;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+}
+
+const toDate = (v: Date | string) => new Date(v);
+const toDateOrNull = (v: Date | string | null) => (v === null ? null : new Date(v));
+
+/** A new active key for the organization; undefined when there is no such organization. */
+export async function createApiKey(
+  db: Database,
+  organizationId: string,
+  name: string,
+): Promise<CreatedApiKey | undefined> {
+  const apiKey = generateApiKey();
+  const [row] = rowsOf<{ id: string; organization_id: string; name: string; created_at: Date | string }>(
+    await db.execute(sql`
+      INSERT INTO api_keys (organization_id, name, key_hash)
+      SELECT id, ${name}, ${hashApiKey(apiKey)} FROM organizations WHERE id = ${organizationId}
+      RETURNING id, organization_id, name, created_at`),
+  );
+  if (!row) return undefined;
+  return {
+    id: row.id,
+    organizationId: row.organization_id,
+    name: row.name,
+    apiKey,
+    createdAt: toDate(row.created_at),
+  };
+}
+
+/** Every key (never the key or its hash), one organization's or all, oldest first. */
+export async function listApiKeys(db: Database, organizationId?: string): Promise<ApiKeySummary[]> {
+  const rows = rowsOf<{
+    id: string;
+    organization_id: string;
+    name: string;
+    created_at: Date | string;
+    last_used_at: Date | string | null;
+    revoked_at: Date | string | null;
+  }>(
+    await db.execute(sql`
+      SELECT id, organization_id, name, created_at, last_used_at, revoked_at FROM api_keys
+      ${organizationId === undefined ? sql`` : sql`WHERE organization_id = ${organizationId}`}
+      ORDER BY created_at, id`),
+  );
+  return rows.map((r) => ({
+    id: r.id,
+    organizationId: r.organization_id,
+    name: r.name,
+    createdAt: toDate(r.created_at),
+    lastUsedAt: toDateOrNull(r.last_used_at),
+    revokedAt: toDateOrNull(r.revoked_at),
+  }));
+}
+
+export type RevokeOutcome =
+  | { kind: 'revoked'; organizationId: string; revokedAt: Date }
+  | { kind: 'not_found' }
+  | { kind: 'already_revoked'; revokedAt: Date }
+  | { kind: 'last_key'; organizationId: string };
+
+/**
+ * Revokes one key. Refuses the organization's last active key unless `allowLast` (it would lock the
+ * organization out; its data stays either way). The copy in organizations.api_key_hash, which the
+ * previous release reads, is cleared in the same statement so neither release accepts the key.
+ */
+export async function revokeApiKey(db: Database, id: string, allowLast: boolean): Promise<RevokeOutcome> {
+  const [row] = rowsOf<{
+    organization_id: string;
+    revoked_at: Date | string | null;
+    others: number | string;
+    done: Date | string | null;
+  }>(
+    await db.execute(sql`
+      WITH target AS (
+        SELECT k.id, k.organization_id, k.key_hash, k.revoked_at,
+          (SELECT count(*) FROM api_keys o WHERE o.organization_id = k.organization_id
+             AND o.revoked_at IS NULL AND o.id <> k.id) AS others
+        FROM api_keys k WHERE k.id = ${id}
+      ),
+      revoked AS (
+        UPDATE api_keys k SET revoked_at = now() FROM target t
+        WHERE k.id = t.id AND t.revoked_at IS NULL AND (t.others > 0 OR ${allowLast}::boolean)
+        RETURNING k.revoked_at, t.key_hash, t.organization_id
+      ),
+      legacy AS (
+        UPDATE organizations o SET api_key_hash = NULL FROM revoked r
+        WHERE o.id = r.organization_id AND o.api_key_hash = r.key_hash
+      )
+      SELECT t.organization_id, t.revoked_at, t.others, (SELECT revoked_at FROM revoked) AS done
+      FROM target t`),
+  );
+  if (!row) return { kind: 'not_found' };
+  if (row.done !== null)
+    return { kind: 'revoked', organizationId: row.organization_id, revokedAt: toDate(row.done) };
+  if (row.revoked_at !== null) return { kind: 'already_revoked', revokedAt: toDate(row.revoked_at) };
+  return { kind: 'last_key', organizationId: row.organization_id };
 }

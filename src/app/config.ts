@@ -17,6 +17,14 @@ export interface AppConfig {
   xeroBudget: XeroBudget;
   /** How often an idle grant's refresh token is used, so that it never reaches Xero's 60 days unused. */
   refreshKeepAliveMs: number;
+  limits: ApiLimits;
+}
+
+/** What one API key and one organization may do (docs/api.md, "Limits and quotas"). */
+export interface ApiLimits {
+  rate: { perMinute: number; burst: number };
+  maxPendingInvoices: number;
+  maxPendingConnectFlows: number;
 }
 
 export interface XeroConfig {
@@ -102,6 +110,10 @@ const schema = object({
   // Unset: a fifteenth of the test minute. A test whose tick runs beside the servers on a loaded machine
   // gives every one of them the same longer time (budget.ts: they must agree).
   XERO_BUDGET_TEST_SEND_WITHIN_MS: int(10, 2000, undefined),
+  API_RATE_PER_MINUTE: int(1, 6_000_000, 600),
+  API_RATE_BURST: int(1, 1_000_000, 100),
+  ORG_MAX_PENDING_INVOICES: int(1, 100_000_000, 10_000),
+  ORG_MAX_PENDING_CONNECT_FLOWS: int(1, 10_000, 20),
 }).check(
   superRefine((e, ctx) => {
     // A real database holds real tokens: they are only ever encrypted with a key the operator owns.
@@ -180,5 +192,10 @@ export function loadAppConfig(env: Env): AppConfig {
       e.XERO_BUDGET_TEST_SEND_WITHIN_MS,
     ),
     refreshKeepAliveMs: e.XERO_REFRESH_KEEP_ALIVE_DAYS * 86_400_000,
+    limits: {
+      rate: { perMinute: e.API_RATE_PER_MINUTE, burst: e.API_RATE_BURST },
+      maxPendingInvoices: e.ORG_MAX_PENDING_INVOICES,
+      maxPendingConnectFlows: e.ORG_MAX_PENDING_CONNECT_FLOWS,
+    },
   };
 }

@@ -159,8 +159,24 @@ export const migrations: Migration[] = [
     "statements": [
       "ALTER TABLE \"xero_grants\" ADD COLUMN \"refresh_token_issued_at\" timestamp with time zone DEFAULT now() NOT NULL;"
     ]
+  },
+  {
+    "tag": "0012_api_keys",
+    "hash": "8bdee29751289a5fffbdaf3203b81ea6ddf1da70d71f16b84bbac3521a808a9a",
+    "createdAt": 1796164469793,
+    "statements": [
+      "CREATE TABLE \"api_keys\" (\n\t\"id\" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t\"organization_id\" uuid NOT NULL,\n\t\"name\" text DEFAULT 'default' NOT NULL,\n\t\"key_hash\" text NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"last_used_at\" timestamp with time zone,\n\t\"revoked_at\" timestamp with time zone,\n\tCONSTRAINT \"api_keys_key_hash_unique\" UNIQUE(\"key_hash\")\n);",
+      "ALTER TABLE \"organizations\" ALTER COLUMN \"api_key_hash\" DROP NOT NULL;",
+      "ALTER TABLE \"api_keys\" ADD CONSTRAINT \"api_keys_organization_id_organizations_id_fk\" FOREIGN KEY (\"organization_id\") REFERENCES \"public\".\"organizations\"(\"id\") ON DELETE cascade ON UPDATE no action;",
+      "CREATE INDEX \"api_keys_org_idx\" ON \"api_keys\" USING btree (\"organization_id\");",
+      "CREATE INDEX \"invoice_pushes_org_pending_idx\" ON \"invoice_pushes\" USING btree (\"organization_id\") WHERE \"invoice_pushes\".\"status\" in ('queued', 'failed', 'awaiting_connection');",
+      "-- hand-written:\n-- Expand/contract: every existing key becomes a row of its own, and organizations.api_key_hash stays\n-- (the previous release authenticates through it). A key the previous release creates during a\n-- rolling deploy (org:create writes only organizations) gets its row from this trigger, so the new\n-- release knows it too. A later release drops the trigger and the column.\nCREATE OR REPLACE FUNCTION \"api_key_from_organization\"() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n  IF NEW.\"api_key_hash\" IS NOT NULL THEN\n    INSERT INTO \"api_keys\" (\"organization_id\", \"key_hash\", \"created_at\")\n    VALUES (NEW.\"id\", NEW.\"api_key_hash\", NEW.\"created_at\")\n    ON CONFLICT (\"key_hash\") DO NOTHING;\n  END IF;\n  RETURN NEW;\nEND\n$$;",
+      "DROP TRIGGER IF EXISTS \"organizations_api_key\" ON \"organizations\";",
+      "CREATE TRIGGER \"organizations_api_key\" AFTER INSERT ON \"organizations\"\n  FOR EACH ROW EXECUTE FUNCTION \"api_key_from_organization\"();",
+      "INSERT INTO \"api_keys\" (\"organization_id\", \"key_hash\", \"created_at\")\n  SELECT \"id\", \"api_key_hash\", \"created_at\" FROM \"organizations\" WHERE \"api_key_hash\" IS NOT NULL\n  ON CONFLICT (\"key_hash\") DO NOTHING;"
+    ]
   }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestMigrationAt = 1796162032518;
+export const latestMigrationAt = 1796164469793;

@@ -1,6 +1,6 @@
 import { ConfigError } from '../platform/config.js';
-import type { AppModule } from '../platform/module.js';
-import { createSecretBox } from '../platform/secret-box.js';
+import type { AppContext, AppInstance, AppModule } from '../platform/module.js';
+import { createSecretBox, type SecretBox } from '../platform/secret-box.js';
 import { ApiKeyIndex } from './api-key-index.js';
 import type { AuthEnv } from './auth.js';
 import { type AppConfig, loadAppConfig } from './config.js';
@@ -24,44 +24,67 @@ export const honestHealth: AppModule<AppConfig, AuthEnv> = {
   tickNames: Object.values(TICKS),
   migrations,
   latestMigrationAt,
-  async create(config, { lifecycle, instanceId, log, embedded }) {
-    let tokenKey = config.tokenEncryptionKey;
-    if (tokenKey === undefined) {
-      // Configuration allows this only with the embedded database, which Workers never use.
-      if (lifecycle === 'isolate' || !embedded) {
-        throw new ConfigError([
-          `TOKEN_ENCRYPTION_KEY is required ${lifecycle === 'isolate' ? 'on Workers' : 'when DATABASE_URL is set'}`,
-        ]);
-      }
-      const { developmentKey } = await import('./dev-key.js');
-      const dev = developmentKey(DEV_TOKEN_KEY_PATH);
-      tokenKey = dev.key;
+  create: async (config, context) => (await buildHonestHealth(config, context)).app,
+};
+
+/**
+ * Builds the app. `xeroFetch` is how it reaches Xero: the development wiring passes its in-process
+ * sandbox (src/app/dev/sandbox.ts), and takes the token box back to store the sandbox's grant.
+ */
+export async function buildHonestHealth(
+  config: AppConfig,
+  { lifecycle, instanceId, log, embedded }: AppContext,
+  xeroFetch: typeof fetch = fetch,
+  // Development mode says it in its own line, with the rest of what it set up.
+  { announceDevelopmentKey = true } = {},
+): Promise<{ app: AppInstance<AuthEnv>; box: SecretBox }> {
+  let tokenKey = config.tokenEncryptionKey;
+  if (tokenKey === undefined) {
+    // Configuration allows this only with the embedded database, which Workers never use.
+    if (lifecycle === 'isolate' || !embedded) {
+      throw new ConfigError([
+        `TOKEN_ENCRYPTION_KEY is required ${lifecycle === 'isolate' ? 'on Workers' : 'when DATABASE_URL is set'}`,
+      ]);
+    }
+    const { developmentKey } = await import('./dev-key.js');
+    const dev = developmentKey(DEV_TOKEN_KEY_PATH);
+    tokenKey = dev.key;
+    if (announceDevelopmentKey) {
       log.warn('using a development token encryption key; set TOKEN_ENCRYPTION_KEY for real data', {
         path: DEV_TOKEN_KEY_PATH,
         created: dev.created,
       });
     }
-    const box = await createSecretBox(tokenKey, config.previousTokenEncryptionKeys);
-    const xero = createXeroClient(config.xero);
-    const apiKeys = new ApiKeyIndex();
-    // A lease holder is this replica plus a boot nonce: a restarted process never mistakes an old lease for its own.
-    const owner = lifecycle === 'isolate' ? instanceId : `${instanceId}:${crypto.randomUUID().slice(0, 8)}`;
-    return {
-      routes: appRoutes({ apiKeys, xero, xeroConfig: config.xero, box, log, pushTick: TICKS.push }),
-      onError: (err, c) => answerAppError(err, c, log),
-      ticks: appTicks({ config, xero, box, owner, log }),
-      indexes: [{ name: 'registry', load: (db) => apiKeys.load(db) }],
-      metrics: {
-        gauges: (registry, context) => observeQueueDepth(registry, context),
-        counters: (registry) => {
-          const countRefreshes = tokenRefreshCounter(registry);
-          return {
-            tickResult: (tick, result) => {
-              if (tick === TICKS.refresh) countRefreshes(result as RefreshTickResult);
-            },
-          };
-        },
+  }
+  const box = await createSecretBox(tokenKey, config.previousTokenEncryptionKeys);
+  const xero = createXeroClient(config.xero, xeroFetch);
+  const apiKeys = new ApiKeyIndex();
+  // A lease holder is this replica plus a boot nonce: a restarted process never mistakes an old lease for its own.
+  const owner = lifecycle === 'isolate' ? instanceId : `${instanceId}:${crypto.randomUUID().slice(0, 8)}`;
+  const app: AppInstance<AuthEnv> = {
+    routes: appRoutes({
+      apiKeys,
+      xero,
+      xeroConfig: config.xero,
+      box,
+      log,
+      pushTick: TICKS.push,
+      limits: config.limits,
+    }),
+    onError: (err, c) => answerAppError(err, c, log),
+    ticks: appTicks({ config, xero, box, owner, log }),
+    indexes: [{ name: 'registry', load: (db) => apiKeys.load(db) }],
+    metrics: {
+      gauges: (registry, context) => observeQueueDepth(registry, context),
+      counters: (registry) => {
+        const countRefreshes = tokenRefreshCounter(registry);
+        return {
+          tickResult: (tick, result) => {
+            if (tick === TICKS.refresh) countRefreshes(result as RefreshTickResult);
+          },
+        };
       },
-    };
-  },
-};
+    },
+  };
+  return { app, box };
+}

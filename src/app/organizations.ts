@@ -1,6 +1,7 @@
 import { asc, eq, sql } from 'drizzle-orm';
 import type { Database } from '../platform/db/types.js';
 import { generateApiKey, hashApiKey } from './api-keys.js';
+import { rowsOf } from './push/rows.js';
 import { organizations } from './schema.js';
 
 export interface CreatedOrganization {
@@ -10,14 +11,25 @@ export interface CreatedOrganization {
   apiKey: string;
 }
 
+/**
+ * The organization and its first key (api_keys, named "default"), in one statement. The key's hash is
+ * also copied to organizations.api_key_hash, where the previous release looks keys up.
+ */
 export async function createOrganization(db: Database, name: string): Promise<CreatedOrganization> {
   const apiKey = generateApiKey();
-  const [row] = await db
-    .insert(organizations)
-    .values({ name, apiKeyHash: hashApiKey(apiKey) })
-    .returning({ id: organizations.id, name: organizations.name });
+  const keyHash = hashApiKey(apiKey);
+  const [row] = rowsOf<{ id: string; name: string }>(
+    await db.execute(sql`
+      WITH org AS (
+        INSERT INTO organizations (name, api_key_hash) VALUES (${name}, ${keyHash}) RETURNING id, name, created_at
+      ), key AS (
+        INSERT INTO api_keys (organization_id, key_hash, created_at)
+        SELECT id, ${keyHash}, created_at FROM org
+      )
+      SELECT id, name FROM org`),
+  );
   if (!row) throw new Error('insert returned no row');
-  return { ...row, apiKey };
+  return { id: row.id, name: row.name, apiKey };
 }
 
 export async function removeOrganization(db: Database, id: string): Promise<boolean> {

@@ -4,11 +4,12 @@ import type { SecretBox } from '../platform/secret-box.js';
 import { apiHeaders } from './api-headers.js';
 import type { ApiKeyIndex } from './api-key-index.js';
 import { type AuthEnv, requireApiKey } from './auth.js';
-import type { XeroConfig } from './config.js';
+import type { ApiLimits, XeroConfig } from './config.js';
 import { connectLinkRoutes } from './connections/connect-link-routes.js';
 import { connectRoutes } from './connections/connect-routes.js';
 import { connectionRoutes } from './connections/routes.js';
 import { invoiceRoutes } from './invoices/routes.js';
+import { KeyRateLimiter, limitKeyRate } from './rate-limit.js';
 import type { XeroClient } from './xero/client.js';
 
 export interface AppRoutesDeps {
@@ -19,17 +20,29 @@ export interface AppRoutesDeps {
   log: Logger;
   /** The tick that pushes invoices: new work (an invoice, a connection) schedules it at once. */
   pushTick: string;
+  limits: ApiLimits;
 }
 
 /** The app's routes: the Xero connect flow and the API behind an API key. */
-export function appRoutes({ apiKeys, xero, xeroConfig, box, log, pushTick }: AppRoutesDeps): Hono<AuthEnv> {
+export function appRoutes({
+  apiKeys,
+  xero,
+  xeroConfig,
+  box,
+  log,
+  pushTick,
+  limits,
+}: AppRoutesDeps): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
   for (const path of ['/api', '/api/*', '/connect', '/connect/*']) app.use(path, apiHeaders);
   app.route('/connect', connectRoutes({ xero, config: xeroConfig, box, log, pushTick }));
   const api = new Hono<AuthEnv>();
-  api.use('*', requireApiKey(apiKeys));
-  api.route('/connect-links', connectLinkRoutes({ config: xeroConfig }));
-  api.route('/invoices', invoiceRoutes({ pushTick }));
+  api.use('*', requireApiKey(apiKeys), limitKeyRate(new KeyRateLimiter(limits.rate), limits.rate));
+  api.route(
+    '/connect-links',
+    connectLinkRoutes({ config: xeroConfig, maxPendingFlows: limits.maxPendingConnectFlows }),
+  );
+  api.route('/invoices', invoiceRoutes({ pushTick, maxPendingInvoices: limits.maxPendingInvoices }));
   api.route('/connections', connectionRoutes({ xero, box, log, pushTick }));
   app.route('/api', api);
   return app;

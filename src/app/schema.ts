@@ -23,8 +23,9 @@ const updatedAt = () => timestamp('updated_at', { withTimezone: true }).notNull(
 export const organizations = pgTable('organizations', {
   id: id(),
   name: text('name').notNull(),
-  // sha256 of the API key; the key itself is shown once and never stored.
-  apiKeyHash: text('api_key_hash').notNull().unique(),
+  // The first API key's sha256, as releases before api_keys read it (expand/contract: kept, and
+  // cleared when that key is revoked). Keys live in api_keys; this column is only ever a copy.
+  apiKeyHash: text('api_key_hash').unique(),
   // The connection an invoice without `tenantId` goes to, chosen through POST
   // /api/connections/{id}/default. One column, so one default per organization by construction; it
   // clears itself when that connection is deleted. Null: such invoices wait (awaiting_connection).
@@ -33,6 +34,27 @@ export const organizations = pgTable('organizations', {
   }),
   createdAt: createdAt(),
 });
+
+/**
+ * An organization's API keys (several may be active: rotation is create, switch, revoke). Only the
+ * sha256 is stored; the key is shown once. `last_used_at` is written by the key index's refresh, at
+ * most once a minute per key, never per request.
+ */
+export const apiKeys = pgTable(
+  'api_keys',
+  {
+    id: id(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organizations.id, { onDelete: 'cascade' }),
+    name: text('name').notNull().default('default'),
+    keyHash: text('key_hash').notNull().unique(),
+    createdAt: createdAt(),
+    lastUsedAt: timestamp('last_used_at', { withTimezone: true }),
+    revokedAt: timestamp('revoked_at', { withTimezone: true }),
+  },
+  (t) => [index('api_keys_org_idx').on(t.organizationId)],
+);
 
 export const GRANT_STATUSES = ['active', 'needs_reauth'] as const;
 
@@ -197,6 +219,10 @@ export const invoicePushes = pgTable(
       .on(t.connectionId, t.nextAttemptAt)
       .where(sql`${t.status} in ('queued', 'failed')`),
     index('invoice_pushes_org_created_idx').on(t.organizationId, t.createdAt, t.id),
+    // The pending-invoice quota counts an organization's unfinished pushes (invoices/quota.ts).
+    index('invoice_pushes_org_pending_idx')
+      .on(t.organizationId)
+      .where(sql`${t.status} in ('queued', 'failed', 'awaiting_connection')`),
   ],
 );
 

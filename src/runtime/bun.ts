@@ -1,4 +1,4 @@
-import { honestHealth } from '../app/module.js';
+import { honestHealthWithDevelopmentSandbox } from '../app/dev/sandbox.js';
 import { runOnBun } from '../platform/runtimes/bun.js';
 
-await runOnBun(honestHealth);
+await runOnBun(honestHealthWithDevelopmentSandbox);

@@ -1,4 +1,4 @@
-import { honestHealth } from '../app/module.js';
+import { honestHealthWithDevelopmentSandbox } from '../app/dev/sandbox.js';
 import { runOnNode } from '../platform/runtimes/node.js';
 
-await runOnNode(honestHealth);
+await runOnNode(honestHealthWithDevelopmentSandbox);

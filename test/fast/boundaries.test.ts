@@ -1,7 +1,9 @@
 // The layering rules (ARCHITECTURE.md, DESIGN.md section 2), checked on the imports esbuild resolves:
 // - nothing under src/platform/ imports anything under src/app/, statically or with import();
 // - a runtime entry (src/runtime/node.ts, bun.ts, worker.ts) imports only src/platform/** and
-//   src/app/module.ts: it wires the platform's adapter to the app module and holds nothing else.
+//   src/app/module.ts: it wires the platform's adapter to the app module and holds nothing else
+//   (Node and Bun wire src/app/dev/sandbox.ts instead: the same module plus the development sandbox);
+// - nothing the Workers entry reaches is under tools/ (the sandbox is for Node and Bun only).
 // esbuild's metafile lists, for every file it reached, each import it kept with the file it resolved
 // to and its kind (import statement, re-export, dynamic import, require). Imports TypeScript erases
 // (`import type`, `export type`, `typeof import()`) never reach a bundle and are not listed; `tsc`
@@ -13,8 +15,11 @@ import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../support/server.js';
 
-const RUNTIME_ENTRIES = ['src/runtime/node.ts', 'src/runtime/bun.ts', 'src/runtime/worker.ts'];
+const PROCESS_ENTRIES = ['src/runtime/node.ts', 'src/runtime/bun.ts'];
+const WORKER_ENTRIES = ['src/runtime/worker.ts', 'src/runtime/worker-hyperdrive.ts'];
+const RUNTIME_ENTRIES = [...PROCESS_ENTRIES, ...WORKER_ENTRIES];
 const APP_MODULE = 'src/app/module.ts';
+const PROCESS_APP_MODULE = 'src/app/dev/sandbox.ts';
 
 interface Import {
   /** The importing file, relative to the root, with forward slashes. */
@@ -69,7 +74,11 @@ async function platformIntoApp(root: string): Promise<string[]> {
 /** Imports of the runtime entries that are neither the platform nor the app module. */
 async function runtimeBeyondWiring(root: string, entries: string[]): Promise<string[]> {
   const imports = await importsFrom(root, entries);
-  const allowed = (i: Import) => !i.external && (i.to.startsWith('src/platform/') || i.to === APP_MODULE);
+  const allowed = (i: Import) =>
+    !i.external &&
+    (i.to.startsWith('src/platform/') ||
+      i.to === APP_MODULE ||
+      (i.to === PROCESS_APP_MODULE && PROCESS_ENTRIES.includes(i.from)));
   return show(imports.filter((i) => entries.includes(i.from) && !allowed(i)));
 }
 
@@ -97,6 +106,13 @@ describe('import boundaries', () => {
     expect(await runtimeBeyondWiring(repoRoot, RUNTIME_ENTRIES)).toEqual([]);
   });
 
+  it('no Workers entry reaches tools/ (the development sandbox), Node does', async () => {
+    const reached = async (entry: string) =>
+      (await importsFrom(repoRoot, [entry])).filter((i) => i.to.startsWith('tools/')).map((i) => i.to);
+    for (const entry of WORKER_ENTRIES) expect(await reached(entry)).toEqual([]);
+    expect(await reached('src/runtime/node.ts')).toContain('tools/xero-sandbox/app.ts');
+  });
+
   it('the checks see static, re-exported, dynamic and nested imports, and resolve paths', async () => {
     const files = {
       'src/app/module.ts': 'export const module = 1;\n',
@@ -114,6 +130,9 @@ describe('import boundaries', () => {
       'src/runtime/bun.ts': "import { hostname } from 'node:os';\nimport '../app/routes.js';\nhostname();\n",
       'src/runtime/worker.ts': "import './helper.js';\nimport 'hono';\n",
       'src/runtime/helper.ts': 'export {};\n',
+      // The Node/Bun module (the development sandbox) is refused to a Workers entry.
+      'src/runtime/worker-hyperdrive.ts': "import '../app/dev/sandbox.js';\n",
+      'src/app/dev/sandbox.ts': 'export {};\n',
     };
     await inFixture(files, async (root) => {
       expect((await platformIntoApp(root)).sort()).toEqual([
@@ -125,6 +144,7 @@ describe('import boundaries', () => {
       expect((await runtimeBeyondWiring(root, RUNTIME_ENTRIES)).sort()).toEqual([
         'src/runtime/bun.ts -> node:os (import-statement)',
         'src/runtime/bun.ts -> src/app/routes.ts (import-statement)',
+        'src/runtime/worker-hyperdrive.ts -> src/app/dev/sandbox.ts (import-statement)',
         'src/runtime/worker.ts -> hono (import-statement)',
         'src/runtime/worker.ts -> src/runtime/helper.ts (import-statement)',
       ]);

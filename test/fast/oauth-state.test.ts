@@ -3,7 +3,7 @@
 // carrying a sealed PKCE verifier, and stored only as hashes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../../src/app/api-keys.js';
-import { MAX_PENDING_LINKS, mintLink } from '../../src/app/connections/connect-links.js';
+import { DEFAULT_MAX_PENDING_FLOWS, mintLink } from '../../src/app/connections/connect-links.js';
 import {
   consumeState,
   randomToken,
@@ -66,12 +66,31 @@ describe('connect links', () => {
     expect(await startFlow(app.database.db, box, { link: token, browser: randomToken() })).toBeUndefined();
   });
 
-  it(`are bounded: at most ${MAX_PENDING_LINKS} unopened ones per organization`, async () => {
+  it(`are bounded: at most ${DEFAULT_MAX_PENDING_FLOWS} unopened ones per organization`, async () => {
     const org = await createOrganization(app.database.db, 'Many Links Ltd');
-    for (let i = 0; i < MAX_PENDING_LINKS; i++) await link(org.id);
+    for (let i = 0; i < DEFAULT_MAX_PENDING_FLOWS; i++) await link(org.id);
     expect((await mintLink(app.database.db, org.id)).kind).toBe('too_many');
     const other = await createOrganization(app.database.db, 'Other Links Ltd');
     expect((await mintLink(app.database.db, other.id)).kind).toBe('ok');
+  });
+
+  it('count opened flows waiting for Xero too: opening links never makes room for more', async () => {
+    const org = await createOrganization(app.database.db, 'Opened Links Ltd');
+    const quota = 3;
+    for (let i = 0; i < quota; i++) {
+      const minted = await mintLink(app.database.db, org.id, quota);
+      if (minted.kind !== 'ok') throw new Error(`link ${i} refused`);
+      // Opened: the link is consumed and an oauth_states row waits for the callback instead.
+      expect(
+        await startFlow(app.database.db, box, { link: minted.token, browser: randomToken() }),
+      ).toBeDefined();
+    }
+    expect((await mintLink(app.database.db, org.id, quota)).kind).toBe('too_many');
+    await query(
+      "UPDATE oauth_states SET expires_at = now() - interval '1 second' WHERE organization_id = $1",
+      [org.id],
+    );
+    expect((await mintLink(app.database.db, org.id, quota)).kind).toBe('ok');
   });
 });
 

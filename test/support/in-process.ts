@@ -15,7 +15,7 @@ import { createDatabases } from '../../src/platform/lifecycle/databases.js';
 import { createLogger, type Logger } from '../../src/platform/log.js';
 import { noTelemetry } from '../../src/platform/telemetry/telemetry.js';
 import { freshPgliteDir } from './pglite-template.js';
-import { TEST_TOKEN_KEY } from './server.js';
+import { TEST_LIMITS, TEST_TOKEN_KEY } from './server.js';
 
 export interface InProcessApp {
   /** `shell.request()` with this app's scope: a path (or URL) and a RequestInit. */
@@ -46,7 +46,7 @@ function capturingLog(): { log: Logger; lines: Record<string, unknown>[] } {
 
 /** Boots honest-health in process: a fresh PGlite, migrated, its indexes loaded, the gate open. */
 export async function startInProcess(options: InProcessOptions = {}): Promise<InProcessApp> {
-  const env = { TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY, ...options.env };
+  const env = { TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY, ...TEST_LIMITS, ...options.env };
   const data = options.driver ? undefined : await freshPgliteDir();
   const config = loadConfig(env);
   if (data) config.database = { driver: 'pglite', dataDir: data.dir };

@@ -8,15 +8,20 @@ import { randomToken } from './oauth-state.js';
 /** How long a minted link may wait before a browser opens it. */
 export const LINK_TTL_MS = 10 * 60_000;
 /**
- * Unopened, unexpired links one organization may hold at once: a leaked API key cannot fill the
- * table. A small fixed bound; per-organization quotas in general are issue 21's.
+ * Pending connect flows one organization may hold at once (ORG_MAX_PENDING_CONNECT_FLOWS): unopened
+ * links plus opened flows whose OAuth state waits for Xero's callback, so a leaked API key can fill
+ * neither connect_links nor oauth_states.
  */
-export const MAX_PENDING_LINKS = 20;
+export const DEFAULT_MAX_PENDING_FLOWS = 20;
 
 export type MintedLink = { kind: 'ok'; token: string; expiresAt: Date } | { kind: 'too_many' };
 
 /** A one-time link token for the organization; only its hash is stored. */
-export async function mintLink(db: Database, organizationId: string): Promise<MintedLink> {
+export async function mintLink(
+  db: Database,
+  organizationId: string,
+  maxPending = DEFAULT_MAX_PENDING_FLOWS,
+): Promise<MintedLink> {
   const token = randomToken();
   // Expired links are swept as new ones are minted, like states.
   await db.execute(sql`DELETE FROM connect_links WHERE expires_at < now()`);
@@ -25,7 +30,9 @@ export async function mintLink(db: Database, organizationId: string): Promise<Mi
     INSERT INTO connect_links (link_hash, organization_id, expires_at)
     SELECT ${hashApiKey(token)}, ${organizationId}, now() + ${interval(LINK_TTL_MS)}
     WHERE (SELECT count(*) FROM connect_links
-           WHERE organization_id = ${organizationId} AND expires_at > now()) < ${MAX_PENDING_LINKS}
+           WHERE organization_id = ${organizationId} AND expires_at > now())
+        + (SELECT count(*) FROM oauth_states
+           WHERE organization_id = ${organizationId} AND expires_at > now()) < ${maxPending}
     RETURNING expires_at`);
   const [row] = rowsOf<{ expires_at: Date | string }>(result);
   if (!row) return { kind: 'too_many' };

@@ -7,20 +7,26 @@ import { limitBodySize } from '../body-size.js';
 import { ApiError, errorBody } from '../errors.js';
 import { PUSH_STATUSES } from '../schema.js';
 import { fieldErrors, idempotencyKey, invoiceInput } from './input.js';
+import { PendingInvoiceQuota } from './quota.js';
 import { createPush, findPush, findPushByKey, isChosenTenant, listPushes } from './store.js';
-import { decodeCursor, encodeCursor, pushView } from './view.js';
+import { decodeCursor, encodeCursor, listItemView, pushView } from './view.js';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 const DEFAULT_PAGE = 50;
 const MAX_PAGE = 200;
+/** What a full list page stays under, whatever the invoices: 200 items of bounded fields. */
+export const LIST_PAGE_MAX_BYTES = 512 * 1024;
 
 export interface InvoiceRoutesDeps {
   /** The tick that pushes a queued invoice: scheduled at once, not left for its next interval. */
   pushTick: string;
+  /** ORG_MAX_PENDING_INVOICES. */
+  maxPendingInvoices?: number;
 }
 
-export function invoiceRoutes({ pushTick }: InvoiceRoutesDeps) {
+export function invoiceRoutes({ pushTick, maxPendingInvoices = 10_000 }: InvoiceRoutesDeps) {
   const routes = new Hono<AuthEnv>();
+  const quota = new PendingInvoiceQuota(maxPendingInvoices);
 
   routes.post(
     '/',
@@ -71,8 +77,23 @@ export function invoiceRoutes({ pushTick }: InvoiceRoutesDeps) {
           const existing = await findPushByKey(db, organization.id, key);
           return existing ? { push: existing, created: false } : undefined;
         }
-        return createPush(db, organization.id, key, input, hash);
+        // Over the quota a replay is still answered as before; only a new invoice is refused.
+        if (!(await quota.admits(db, organization.id))) {
+          const existing = await findPushByKey(db, organization.id, key);
+          return existing ? { push: existing, created: false } : 'over_quota';
+        }
+        const result = await createPush(db, organization.id, key, input, hash);
+        if (result.created) quota.added(organization.id);
+        return result;
       });
+      if (outcome === 'over_quota') {
+        throw new ApiError(
+          429,
+          'quota_exceeded',
+          `quota ORG_MAX_PENDING_INVOICES: this organization already has ${quota.max} invoices waiting to be pushed; new ones are accepted as those finish`,
+          [{ path: 'quota', message: `pending invoices: at most ${quota.max}` }],
+        );
+      }
       if (!outcome) {
         throw new ApiError(422, 'validation_failed', 'the invoice is not valid', [
           {
@@ -134,7 +155,7 @@ export function invoiceRoutes({ pushTick }: InvoiceRoutesDeps) {
     const page = rows.slice(0, limit);
     const last = page.at(-1);
     return c.json({
-      data: page.map(pushView),
+      data: page.map(listItemView),
       nextCursor: rows.length > limit && last ? encodeCursor(last) : null,
     });
   });

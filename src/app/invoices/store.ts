@@ -2,6 +2,7 @@ import { and, desc, eq, sql } from 'drizzle-orm';
 import { forbidNamedStatements, NAMED_STATEMENT_LOST, statementName } from '../../platform/db/statements.js';
 import type { Database } from '../../platform/db/types.js';
 import { errorCode } from '../../platform/error-chain.js';
+import { rowsOf } from '../push/rows.js';
 import { invoicePushes, organizations, type PushStatus, xeroConnections } from '../schema.js';
 import type { InvoiceInput } from './input.js';
 
@@ -25,6 +26,8 @@ const columns = {
 };
 
 const { payload: _payload, requestHash: _requestHash, ...createdColumns } = columns;
+// A list never reads the payload: a page of large invoices would be that many MiB through the pool.
+const { payload: _listPayload, ...listColumns } = columns;
 
 export type PushRow = {
   id: string;
@@ -186,15 +189,18 @@ export interface ListOptions {
   limit: number;
 }
 
-/** Newest first, keyset-paginated on (created_at, id) so pages stay stable while rows arrive. */
+/**
+ * Newest first, keyset-paginated on (created_at, id) so pages stay stable while rows arrive. Without
+ * the payload: list items do not show it.
+ */
 export async function listPushes(
   db: Database,
   organizationId: string,
   options: ListOptions,
-): Promise<PushRow[]> {
+): Promise<Omit<PushRow, 'payload'>[]> {
   const { status, after, limit } = options;
   const rows = await db
-    .select(columns)
+    .select(listColumns)
     .from(invoicePushes)
     .where(
       and(
@@ -207,5 +213,17 @@ export async function listPushes(
     )
     .orderBy(desc(invoicePushes.createdAt), desc(invoicePushes.id))
     .limit(limit);
-  return rows as PushRow[];
+  return rows as Omit<PushRow, 'payload'>[];
+}
+
+/** Pushes not yet finished (what ORG_MAX_PENDING_INVOICES bounds), counted up to `cap` at most. */
+export async function countPending(db: Database, organizationId: string, cap: number): Promise<number> {
+  const [row] = rowsOf<{ n: number | string }>(
+    await db.execute(sql`
+      SELECT count(*)::int AS n FROM (
+        SELECT 1 FROM invoice_pushes
+        WHERE organization_id = ${organizationId} AND status IN ('queued', 'failed', 'awaiting_connection')
+        LIMIT ${cap}) pending`),
+  );
+  return Number(row?.n ?? 0);
 }

@@ -2,11 +2,19 @@ import type { PushRow } from './store.js';
 
 /** What the API shows of a push: never the request hash or lease internals. */
 export function pushView(row: PushRow) {
+  return { ...listItemView(row), invoice: row.payload };
+}
+
+/**
+ * A list item: the push without its invoice (up to 1 MiB each), fetched one at a time from
+ * GET /api/invoices/{id}. Every field left is bounded (lastError to about 1000 characters), so a page of
+ * MAX_PAGE items stays under LIST_PAGE_MAX_BYTES however large the invoices.
+ */
+export function listItemView(row: Omit<PushRow, 'payload'>) {
   return {
     id: row.id,
     status: row.status,
     idempotencyKey: row.idempotencyKey,
-    invoice: row.payload,
     attempts: row.attempts,
     nextAttemptAt: row.status === 'queued' || row.status === 'failed' ? row.nextAttemptAt : null,
     lastError: row.lastError,
@@ -18,7 +26,7 @@ export function pushView(row: PushRow) {
   };
 }
 
-export function encodeCursor(row: PushRow): string {
+export function encodeCursor(row: Pick<PushRow, 'cursorAt' | 'id'>): string {
   return btoa(JSON.stringify([row.cursorAt, row.id])).replace(/=+$/, '');
 }
 
