@@ -22,7 +22,7 @@ afterAll(async () => {
 // Each test starts from no organizations, no grants and an unspent app minute.
 beforeEach(async () => {
   await app.database.pool.query('TRUNCATE organizations, xero_grants CASCADE');
-  await app.database.pool.query("UPDATE xero_app_limits SET budget_minute = '{}', paused_until = NULL");
+  await app.database.pool.query("UPDATE xero_app_limits SET budget_minute = '{}', budget_minute_counts = '{}', budget_minute_at = NULL, paused_until = NULL");
 });
 
 /** An organization connected to one tenant, with `n` invoices queued through the API. */
