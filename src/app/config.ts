@@ -11,6 +11,8 @@ export interface AppConfig {
   pushMaxAttempts: number;
   pushBatchSize: number;
   backoff: { baseMs: number; maxMs: number };
+  /** Days pushed and dead pushes are kept (the retention tick); undefined: kept for ever. */
+  pushRetentionDays: number | undefined;
   /** Xero's limits, shared by every replica through Postgres; windows shortened only by test settings. */
   xeroBudget: XeroBudget;
 }
@@ -58,6 +60,8 @@ const schema = object({
   PUSH_BATCH_SIZE: int(1, 1000, 50),
   PUSH_BACKOFF_BASE_MS: int(10, 3_600_000, 30_000),
   PUSH_BACKOFF_MAX_MS: int(10, 86_400_000, 3_600_000),
+  // Off when unset: pushed and dead pushes older than this many days are deleted by the retention tick.
+  PUSH_RETENTION_DAYS: int(1, 36_500, undefined),
   // Tests and benchmarks only: shorter windows for Xero's minute and day (the sandbox shortened alike).
   // Production leaves them unset and counts Xero's real 60 s and 24 h.
   XERO_BUDGET_TEST_MINUTE_MS: int(100, 60_000, 60_000),
@@ -129,6 +133,7 @@ export function loadAppConfig(env: Env): AppConfig {
     pushMaxAttempts: e.PUSH_MAX_ATTEMPTS,
     pushBatchSize: e.PUSH_BATCH_SIZE,
     backoff: { baseMs: e.PUSH_BACKOFF_BASE_MS, maxMs: e.PUSH_BACKOFF_MAX_MS },
+    pushRetentionDays: e.PUSH_RETENTION_DAYS,
     xeroBudget: shortenedXeroBudget(
       e.XERO_BUDGET_TEST_MINUTE_MS,
       e.XERO_BUDGET_TEST_DAY_MS,
