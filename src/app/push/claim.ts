@@ -131,13 +131,16 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
                 ORDER BY p.connection_id LIMIT 1)
         FROM open_tenants t WHERE t.id IS NOT NULL),
       candidates AS (
-        SELECT c.id, c.budget_served_at AS last_served, (${sendable}) AS sendable,
-               (c.parked_until IS NULL OR c.parked_until <= now()) AS unparked,
-               (SELECT count(*) FROM (SELECT 1 FROM invoice_pushes p WHERE p.connection_id = c.id AND ${due(o.owner)}
-                                      LIMIT ${b.concurrent}) d)::int AS due,
-               ${room(b)} AS room
-        FROM open_tenants t JOIN xero_connections c ON c.id = t.id JOIN xero_grants g ON g.id = c.grant_id
-          CROSS JOIN stamp),
+        SELECT c.* FROM open_tenants t CROSS JOIN LATERAL (
+          -- LIMIT 1 keeps this a lookup by primary key per tenant found, never a join over every connection.
+          SELECT c.id, c.budget_served_at AS last_served, (${sendable}) AS sendable,
+                 (c.parked_until IS NULL OR c.parked_until <= now()) AS unparked,
+                 (SELECT count(*) FROM (SELECT 1 FROM invoice_pushes p WHERE p.connection_id = c.id AND ${due(o.owner)}
+                                        LIMIT ${b.concurrent}) d)::int AS due,
+                 ${room(b)} AS room
+          FROM xero_connections c JOIN xero_grants g ON g.id = c.grant_id CROSS JOIN stamp
+          WHERE c.id = t.id LIMIT 1) c
+        WHERE t.id IS NOT NULL),
       ranked AS (
         SELECT id, least(due, room) AS due, row_number() OVER (ORDER BY last_served NULLS FIRST, id) AS r,
                count(*) OVER () AS n
@@ -157,6 +160,7 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
           budget_served_at = stamp.at
         FROM offer o CROSS JOIN stamp
         WHERE c.id = o.id AND o.n > 0 AND ${room(b)} > 0
+          AND c.id = ANY(ARRAY(SELECT id FROM offer WHERE n > 0))
         RETURNING c.id, (SELECT count(*) FROM unnest(c.budget_slots) AS s WHERE s = stamp.slot)::int AS n),
       picked AS (
         SELECT p.id FROM granted gr CROSS JOIN LATERAL (
@@ -195,7 +199,7 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
         SELECT xc.tenant_id, xc.grant_id, (xc.status = 'active' AND g.status = 'active') AS active, g.token_version,
                (g.access_token_enc IS NOT NULL AND g.access_expires_at > now() + interval '5 seconds') AS token_fresh
         FROM xero_connections xc JOIN xero_grants g ON g.id = xc.grant_id
-        WHERE xc.id = p.connection_id) c ON true
+        WHERE xc.id = p.connection_id LIMIT 1) c ON true
       UNION ALL
       SELECT 'grant', NULL, gr.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, gr.n,
              (extract(epoch FROM stamp.slot) * 1000000)::bigint::text, (extract(epoch FROM stamp.at) * 1000000)::bigint::text,
