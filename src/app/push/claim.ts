@@ -55,6 +55,15 @@ export interface ClaimOptions {
 const due = (owner: string) => sql`p.status IN ('queued', 'failed') AND p.next_attempt_at <= now()
   AND (p.lease_expires_at IS NULL OR p.lease_expires_at < now() OR p.lease_owner = ${owner})`;
 
+/**
+ * The same for one tenant's pushes. "Due" is a row comparison on (connection_id, next_attempt_at), which
+ * only invoice_pushes_connection_due_idx can serve: given `next_attempt_at <= now()`, the planner walks
+ * invoice_pushes_due_idx through every tenant's due pushes and filters out the others'.
+ */
+const dueFor = (owner: string, tenant: SQL) => sql`p.status IN ('queued', 'failed') AND p.connection_id = ${tenant}
+  AND (p.connection_id, p.next_attempt_at) <= (${tenant}, now())
+  AND (p.lease_expires_at IS NULL OR p.lease_expires_at < now() OR p.lease_owner = ${owner})`;
+
 const sendable = sql`c.status = 'active' AND g.status = 'active'
   AND g.access_token_enc IS NOT NULL AND g.access_expires_at > now() + interval '5 seconds'`;
 
@@ -135,7 +144,7 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
           -- LIMIT 1 keeps this a lookup by primary key per tenant found, never a join over every connection.
           SELECT c.id, c.budget_served_at AS last_served, (${sendable}) AS sendable,
                  (c.parked_until IS NULL OR c.parked_until <= now()) AS unparked,
-                 (SELECT count(*) FROM (SELECT 1 FROM invoice_pushes p WHERE p.connection_id = c.id AND ${due(o.owner)}
+                 (SELECT count(*) FROM (SELECT 1 FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`c.id`)}
                                         LIMIT ${b.concurrent}) d)::int AS due,
                  ${room(b)} AS room
           FROM xero_connections c JOIN xero_grants g ON g.id = c.grant_id CROSS JOIN stamp
@@ -164,15 +173,15 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
         RETURNING c.id, (SELECT count(*) FROM unnest(c.budget_slots) AS s WHERE s = stamp.slot)::int AS n),
       picked AS (
         SELECT p.id FROM granted gr CROSS JOIN LATERAL (
-          SELECT p.id FROM invoice_pushes p WHERE p.connection_id = gr.id AND ${due(o.owner)}
-          ORDER BY p.next_attempt_at LIMIT gr.n FOR UPDATE SKIP LOCKED) p),
+          SELECT p.id FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`gr.id`)}
+          ORDER BY p.connection_id, p.next_attempt_at LIMIT gr.n FOR UPDATE SKIP LOCKED) p),
       orphans AS (
         SELECT p.id FROM invoice_pushes p WHERE p.connection_id IS NULL AND ${due(o.owner)}
         ORDER BY p.next_attempt_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED),
       unsendable AS (
         SELECT p.id FROM candidates c CROSS JOIN LATERAL (
-          SELECT p.id FROM invoice_pushes p WHERE p.connection_id = c.id AND ${due(o.owner)}
-          ORDER BY p.next_attempt_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED) p
+          SELECT p.id FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`c.id`)}
+          ORDER BY p.connection_id, p.next_attempt_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED) p
         WHERE NOT c.sendable
         LIMIT ${o.batchSize}),
       claimed AS (
