@@ -98,7 +98,8 @@ try {
     };
   }
 
-  const lsn = async () => (await sql.query<{ l: string }>('SELECT pg_current_wal_lsn()::text AS l')).rows[0]?.l;
+  const lsn = async () =>
+    (await sql.query<{ l: string }>('SELECT pg_current_wal_lsn()::text AS l')).rows[0]?.l;
   const walBetween = async (a: string, b: string) =>
     Number((await sql.query<{ d: string }>('SELECT pg_wal_lsn_diff($2, $1)::text AS d', [a, b])).rows[0]?.d);
 

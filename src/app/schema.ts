@@ -1,5 +1,16 @@
 import { sql } from 'drizzle-orm';
-import { bigint, check, index, integer, jsonb, pgTable, text, timestamp, unique, uuid } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  text,
+  timestamp,
+  unique,
+  uuid,
+} from 'drizzle-orm/pg-core';
 
 export { healthHeartbeat } from '../platform/db/heartbeat.js';
 export { tickHealth } from '../platform/jobs/tick-health-table.js';
@@ -163,9 +174,7 @@ export const invoicePushes = pgTable(
       .where(sql`${t.status} in ('queued', 'failed')`),
     index('invoice_pushes_org_created_idx').on(t.organizationId, t.createdAt, t.id),
     // The retention tick finds settled history by age without reading what is still open.
-    index('invoice_pushes_settled_idx')
-      .on(t.updatedAt)
-      .where(sql`${t.status} in ('pushed', 'dead')`),
+    index('invoice_pushes_settled_idx').on(t.updatedAt).where(sql`${t.status} in ('pushed', 'dead')`),
   ],
 );
 

@@ -25,7 +25,9 @@ afterAll(async () => {
 // Each test starts from no organizations, no grants and an unspent app minute.
 beforeEach(async () => {
   await app.database.pool.query('TRUNCATE organizations, xero_grants CASCADE');
-  await app.database.pool.query("UPDATE xero_app_limits SET budget_minute = '{}', budget_minute_counts = '{}', budget_minute_at = NULL, paused_until = NULL");
+  await app.database.pool.query(
+    "UPDATE xero_app_limits SET budget_minute = '{}', budget_minute_counts = '{}', budget_minute_at = NULL, paused_until = NULL",
+  );
 });
 
 /** An organization connected to one tenant, with `n` invoices queued through the API. */
@@ -138,12 +140,16 @@ async function rowsRead(owner: string): Promise<Record<string, number>> {
 
 /** Gives back what a claim took, so the next claim starts from the same state. */
 async function unclaim(): Promise<void> {
-  await app.database.pool.query('UPDATE invoice_pushes SET lease_owner = NULL, lease_expires_at = NULL, attempts = 0');
+  await app.database.pool.query(
+    'UPDATE invoice_pushes SET lease_owner = NULL, lease_expires_at = NULL, attempts = 0',
+  );
   await app.database.pool.query(
     `UPDATE xero_connections SET budget_slots = '{}', budget_minute_counts = '{}', budget_minute_at = NULL,
        budget_served_at = NULL`,
   );
-  await app.database.pool.query("UPDATE xero_app_limits SET budget_minute_counts = '{}', budget_minute_at = NULL");
+  await app.database.pool.query(
+    "UPDATE xero_app_limits SET budget_minute_counts = '{}', budget_minute_at = NULL",
+  );
 }
 
 /** `n` idle tenants beside `connectionId`: connected and sendable, windows full, 4 settled pushes each. */

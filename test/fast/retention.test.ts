@@ -57,9 +57,11 @@ describe('push retention', () => {
     // A settled push still carrying a lease (a settle racing the tick): left for the next run.
     await push('old-pushed-leased', 'pushed', 400, true);
 
-    expect(await prunePushes(app.database.db, { retentionDays: 30, batchSize: 100, maxBatches: 10 })).toEqual({
-      pruned: 2,
-    });
+    expect(await prunePushes(app.database.db, { retentionDays: 30, batchSize: 100, maxBatches: 10 })).toEqual(
+      {
+        pruned: 2,
+      },
+    );
     expect(await keys()).toEqual([
       'new-dead',
       'new-pushed',
@@ -93,9 +95,9 @@ describe('push retention', () => {
     };
     expect(await setup({})).not.toContain(TICKS.prune);
     expect(await setup({ PUSH_RETENTION_DAYS: '30' })).toContain(TICKS.prune);
-    expect(await setup({ PUSH_RETENTION_DAYS: '30', XERO_CLIENT_ID: 'id', XERO_CLIENT_SECRET: 's' })).toContain(
-      TICKS.prune,
-    );
+    expect(
+      await setup({ PUSH_RETENTION_DAYS: '30', XERO_CLIENT_ID: 'id', XERO_CLIENT_SECRET: 's' }),
+    ).toContain(TICKS.prune);
     expect(() => loadAppConfig({ TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY, PUSH_RETENTION_DAYS: '0' })).toThrow(
       /PUSH_RETENTION_DAYS/,
     );

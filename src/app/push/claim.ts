@@ -60,7 +60,10 @@ const due = (owner: string) => sql`p.status IN ('queued', 'failed') AND p.next_a
  * only invoice_pushes_connection_due_idx can serve: given `next_attempt_at <= now()`, the planner walks
  * invoice_pushes_due_idx through every tenant's due pushes and filters out the others'.
  */
-const dueFor = (owner: string, tenant: SQL) => sql`p.status IN ('queued', 'failed') AND p.connection_id = ${tenant}
+const dueFor = (
+  owner: string,
+  tenant: SQL,
+) => sql`p.status IN ('queued', 'failed') AND p.connection_id = ${tenant}
   AND (p.connection_id, p.next_attempt_at) <= (${tenant}, now())
   AND (p.lease_expires_at IS NULL OR p.lease_expires_at < now() OR p.lease_owner = ${owner})`;
 
