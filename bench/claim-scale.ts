@@ -6,6 +6,8 @@
 // budget back runs after each claim, outside what is measured. Then, at the largest count, 1, 3 and 6
 // claimers claim and settle back to back (the minute lifted, Xero's 5 in flight kept) and the app row's
 // contention is read from pg_stat_activity: the share of samples in which a claim waited on a lock.
+// Before that, BENCH_HISTORY (1,000,000) pushed and dead pushes are added over the tenants and the claim
+// is measured again, with one EXPLAIN ANALYZE: the rows it read of invoice_pushes, and no sequential scan.
 // Last line: `result: claim_ms_20=… claim_ms_2000=… claim_ms_10000=… scale_ratio=… wal_bytes_per_push=…
 // full_vs_empty=…` (medians; wal over the full-window claims at the largest count).
 import pg from 'pg';
@@ -29,6 +31,8 @@ const BACKLOG_TENANTS = 20;
 const BACKLOG_EACH = intEnv('BENCH_BACKLOG_EACH', 2500);
 const CONTENTION_S = intEnv('BENCH_CONTENTION_S', 5);
 const CLAIMERS = (process.env.BENCH_CLAIMERS ?? '1,3,6').split(',').map(Number);
+/** Settled (pushed and dead) pushes added before the last measurement. */
+const HISTORY = intEnv('BENCH_HISTORY', 1_000_000);
 
 const minute = subWindows(XERO_BUDGET, 'minute');
 const day = subWindows(XERO_BUDGET, 'day');
@@ -98,6 +102,54 @@ try {
     };
   }
 
+  interface PlanNode {
+    'Node Type'?: string;
+    'Relation Name'?: string;
+    'Actual Rows'?: number;
+    'Actual Loops'?: number;
+    'Rows Removed by Filter'?: number;
+    Plans?: PlanNode[];
+  }
+
+  /** One claim under EXPLAIN ANALYZE: rows its scans read per table, and its sequential scans of pushes. */
+  async function explainClaim(): Promise<{ read: Record<string, number>; seqScans: number }> {
+    let root: PlanNode | undefined;
+    const { sql: q } = await import('drizzle-orm');
+    const explaining = {
+      execute: async (query: unknown) => {
+        const r = (await handle.db.execute(
+          q`EXPLAIN (ANALYZE, FORMAT JSON) ${query as ReturnType<typeof q>}`,
+        )) as {
+          rows: { 'QUERY PLAN': { Plan: PlanNode }[] }[];
+        };
+        root = r.rows[0]?.['QUERY PLAN'][0]?.Plan;
+        return { rows: [] };
+      },
+    } as unknown as DatabaseHandle['db'];
+    await claimPushes(explaining, {
+      owner: 'explained',
+      leaseMs: 60_000,
+      batchSize: BATCH,
+      budget: XERO_BUDGET,
+    });
+    const read: Record<string, number> = {};
+    let seqScans = 0;
+    const walk = (n: PlanNode) => {
+      const table = n['Relation Name'];
+      if (table !== undefined) {
+        const rows = (n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0);
+        read[table] = (read[table] ?? 0) + rows * (n['Actual Loops'] ?? 1);
+        if (table === 'invoice_pushes' && n['Node Type'] === 'Seq Scan') seqScans += 1;
+      }
+      for (const c of n.Plans ?? []) walk(c);
+    };
+    if (root) walk(root);
+    await sql.query(
+      `UPDATE invoice_pushes SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner = 'explained'`,
+    );
+    return { read, seqScans };
+  }
+
   const lsn = async () =>
     (await sql.query<{ l: string }>('SELECT pg_current_wal_lsn()::text AS l')).rows[0]?.l;
   const walBetween = async (a: string, b: string) =>
@@ -105,6 +157,7 @@ try {
 
   interface Scenario {
     tenants: number;
+    history?: number;
     windows: 'full' | 'empty';
     claim_ms_median: number;
     claim_ms_p95: number;
@@ -246,19 +299,49 @@ try {
     }
     scenarios.push(...(await measure(count)));
   }
+  // The history: settled pushes spread over every tenant. The claim must read none of them.
+  progress(`adding ${HISTORY} pushed and dead pushes`);
+  for (let done = 0; done < HISTORY; done += 200_000) {
+    await sql.query(
+      `INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload,
+                                   status, updated_at)
+       SELECT $1, ids.a[1 + g % cardinality(ids.a)], 'history-' || g, 'test', '{}'::jsonb,
+              CASE WHEN g % 10 = 0 THEN 'dead' ELSE 'pushed' END, now() - (g % 2000) * interval '1 hour'
+       FROM (SELECT array_agg(id) AS a FROM xero_connections) ids, generate_series($2::int, $3::int) AS g`,
+      [org.id, done + 1, Math.min(HISTORY, done + 200_000)],
+    );
+  }
+  const withHistory = (await measure(connected)).map((s) => ({ ...s, history: HISTORY }));
+  scenarios.push(...withHistory);
+  const plan = await explainClaim();
+  progress(
+    `with history, one claim read ${JSON.stringify(plan.read)}; seq scans of invoice_pushes: ${plan.seqScans}`,
+  );
+
   const contentions: Contention[] = [];
   for (const n of CLAIMERS) contentions.push(await contention(n));
   await sql.end();
 
-  const full = (n: number) => scenarios.find((s) => s.tenants === n && s.windows === 'full');
-  const empty = (n: number) => scenarios.find((s) => s.tenants === n && s.windows === 'empty');
+  const full = (n: number) => scenarios.find((s) => s.tenants === n && s.windows === 'full' && !s.history);
+  const empty = (n: number) => scenarios.find((s) => s.tenants === n && s.windows === 'empty' && !s.history);
+  const historyFull = withHistory.find((s) => s.windows === 'full');
   const largest = Math.max(...COUNTS);
   const smallest = Math.min(...COUNTS);
   console.log(
     table([
-      ['tenants', 'windows', 'claim ms median', 'p95', 'pushes/claim', 'WAL B/push', 'db CPU ms/push'],
+      [
+        'tenants',
+        'history',
+        'windows',
+        'claim ms median',
+        'p95',
+        'pushes/claim',
+        'WAL B/push',
+        'db CPU ms/push',
+      ],
       ...scenarios.map((s) => [
         String(s.tenants),
+        String(s.history ?? 0),
         s.windows,
         String(s.claim_ms_median),
         String(s.claim_ms_p95),
@@ -284,7 +367,14 @@ try {
   const ms = (n: number) => full(n)?.claim_ms_median;
   printResults(
     'claim-scale',
-    { batch: BATCH, claims: CLAIMS, scenarios, contention: contentions },
+    {
+      batch: BATCH,
+      claims: CLAIMS,
+      history: HISTORY,
+      scenarios,
+      contention: contentions,
+      history_plan: plan,
+    },
     {
       claim_ms_20: ms(20),
       claim_ms_2000: ms(2000),
@@ -292,6 +382,9 @@ try {
       scale_ratio: (ms(largest) ?? Number.NaN) / (ms(smallest) ?? Number.NaN),
       wal_bytes_per_push: full(largest)?.wal_bytes_per_push,
       full_vs_empty: (ms(largest) ?? Number.NaN) / (empty(largest)?.claim_ms_median ?? Number.NaN),
+      history_vs_none: (historyFull?.claim_ms_median ?? Number.NaN) / (ms(largest) ?? Number.NaN),
+      history_seq_scans: plan.seqScans,
+      history_push_rows_read: plan.read.invoice_pushes,
       claimers_3_vs_1: ratio(contentions, 3),
       claimers_6_vs_1: ratio(contentions, 6),
     },

@@ -164,7 +164,7 @@ async function run(mode: 'shared' | 'per-process', entry: string): Promise<RunFi
             TICK_INTERVAL_MS: '100',
             PUSH_BATCH_SIZE: String(BATCH),
             XERO_BUDGET_TEST_MINUTE_MS: String(MINUTE_MS),
-            LOG_LEVEL: 'warn',
+            LOG_LEVEL: 'info',
           },
         }),
       );
@@ -183,6 +183,12 @@ async function run(mode: 'shared' | 'per-process', entry: string): Promise<RunFi
       await new Promise((r) => setTimeout(r, 200));
     }
     const finished = sandbox.state.clock.now();
+    // The servers log one line per tick that claimed something (LOG_LEVEL info).
+    const ticks = servers.flatMap((s) => s.logs.filter((l) => l.msg === 'push tick done'));
+    const sum = (k: string) => ticks.reduce((a, l) => a + Number((l as Record<string, unknown>)[k] ?? 0), 0);
+    progress(
+      `${mode}: ${ticks.length} ticks claimed ${sum('claimed')}, pushed ${sum('pushed')}, deferred ${sum('deferred')}, retrying ${sum('retrying')}`,
+    );
     const warnings = servers.flatMap((s) => s.logs.filter((l) => l.level !== 'info' && l.level !== 'debug'));
     for (const w of warnings.slice(0, 5)) progress(`${mode} server: ${JSON.stringify(w).slice(0, 300)}`);
     await Promise.all(servers.splice(0).map((s) => s.stop()));
