@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { saveGrant } from '../../src/app/connections/grants.js';
 import { createOrganization } from '../../src/app/organizations.js';
 import { XERO_BUDGET } from '../../src/app/push/budget.js';
-import { type ClaimOptions, claimPushes } from '../../src/app/push/claim.js';
+import { type ClaimOptions, claimPushes, tenantsVisited } from '../../src/app/push/claim.js';
 import { rowsOf } from '../../src/app/push/rows.js';
 import type { Database } from '../../src/platform/db/types.js';
 import { createSecretBox } from '../../src/platform/secret-box.js';
@@ -124,7 +124,9 @@ async function rowsRead(owner: string): Promise<Record<string, number>> {
       return { rows: [] };
     },
   } as unknown as Database;
-  await claimPushes(explaining, { owner, leaseMs: 60_000, batchSize: 100, budget: XERO_BUDGET });
+  // A fixed start for the walk over tenants, so that both claims take the same path.
+  const from = '00000000-0000-4000-8000-000000000000';
+  await claimPushes(explaining, { owner, leaseMs: 60_000, batchSize: 100, budget: XERO_BUDGET, from });
   const read: Record<string, number> = {};
   const walk = (node: PlanNode) => {
     const table = node['Relation Name'];
@@ -189,5 +191,38 @@ describe("the claim's cost", () => {
          budget_day_at = floor(extract(epoch FROM now()) / 3600)::bigint WHERE tenant_id NOT LIKE '%idle-%'`,
     );
     expect(await rowsRead('replica-b')).toEqual(before);
+  });
+});
+
+describe('many tenants with work', () => {
+  it('a claim looks at a bounded number of them, and every one is reached in turn', async () => {
+    const a = await tenantWithQueue('Many A', 1);
+    // 299 more tenants with one queued push each: 300 with work, more than a claim looks at.
+    await app.database.pool.query(
+      `INSERT INTO xero_connections (organization_id, grant_id, tenant_id)
+       SELECT c.organization_id, c.grant_id, 'busy-' || i FROM xero_connections c, generate_series(1, 299) AS i
+       WHERE c.id = $1`,
+      [a.connectionId],
+    );
+    await app.database.pool.query(
+      `INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
+       SELECT c.organization_id, c.id, c.tenant_id, 'test', '{}'::jsonb, 'queued'
+       FROM xero_connections c WHERE c.tenant_id LIKE 'busy-%'`,
+    );
+    await app.database.pool.query('ANALYZE');
+    const read = await rowsRead('replica-a');
+    expect(tenantsVisited(100)).toBe(400);
+    expect(tenantsVisited(50)).toBe(200);
+    // rowsRead claims 100 at a time: it looks at 400 tenants at most, so all 300 here.
+    expect(read.xero_connections).toBeGreaterThan(300);
+    await unclaim();
+    // Batches of 25 look at 200 tenants from a random one: every tenant is reached within a few claims.
+    const served = new Set<string>();
+    for (let i = 0; i < 40 && served.size < 300; i++) {
+      const { pushes } = await claim(`replica-${i}`, XERO_BUDGET, 25);
+      expect(pushes.length).toBeLessThanOrEqual(25);
+      for (const p of pushes) served.add(p.connection_id as string);
+    }
+    expect(served.size).toBe(300);
   });
 });

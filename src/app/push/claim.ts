@@ -49,6 +49,8 @@ export interface ClaimOptions {
   leaseMs: number;
   batchSize: number;
   budget: XeroBudget;
+  /** Where the walk over tenants with open pushes starts (a connection id); random when unset. */
+  from?: string;
 }
 
 /** A due push this owner may take. Literal status list: it must match the partial indexes' predicate. */
@@ -70,6 +72,13 @@ const dueFor = (
 const sendable = sql`c.status = 'active' AND g.status = 'active'
   AND g.access_token_enc IS NOT NULL AND g.access_expires_at > now() + interval '5 seconds'`;
 
+/**
+ * The most tenants with open pushes one claim looks at: it skips through them from a random one,
+ * wrapping round, so its cost stays bounded however many tenants have work, and every tenant is
+ * reached in turn. Among those it looks at, the least recently served go first.
+ */
+export const tenantsVisited = (batchSize: number) => Math.max(200, 4 * batchSize);
+
 /** The current sub-window's number for `w`: epoch milliseconds ÷ its length (budget.ts). */
 export const subWindowAt = (w: SubWindows, at: SQL = sql`now()`) =>
   sql`floor(extract(epoch FROM ${at}) * 1000 / ${w.subMs})::bigint`;
@@ -88,9 +97,10 @@ function room(b: XeroBudget): SQL {
  * 1. locks the app's row (`xero_app_limits`, id 'app') first: claims, settles and signal writes all
  *    queue there, so their updates of several connection rows never deadlock, and the app's minute
  *    is counted by one writer at a time;
- * 2. finds the tenants with open pushes by skipping through the (connection_id, next_attempt_at)
- *    partial index, one probe per such tenant: tenants with nothing queued cost nothing, and neither
- *    does how full anyone's windows are (each is a fixed number of counters);
+ * 2. finds tenants with open pushes by skipping through the (connection_id, next_attempt_at) partial
+ *    index, one probe per such tenant, from a random one and at most tenantsVisited() of them:
+ *    tenants with nothing queued cost nothing, and neither does how full anyone's windows are (each
+ *    is a fixed number of counters);
  * 3. offers each of them with due pushes and room (as the statement's snapshot shows it) a fair share
  *    of the batch and of the app's minute, least recently served first, so a 10,000-push backlog gets
  *    its share and no more, and a tenant whose slots are all held takes no share from the others;
@@ -109,6 +119,11 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
   const minute = subWindows(b, 'minute');
   const day = subWindows(b, 'day');
   const granting = sql`least(o.n, ${room(b)})::int`;
+  // Literal status list: it must match the partial index's predicate.
+  const open = sql`p.status IN ('queued', 'failed')`;
+  const visits = tenantsVisited(o.batchSize);
+  // A parameter, not a CTE column, so that the planner can start the index scan there.
+  const start = o.from ?? crypto.randomUUID();
   const rows = rowsOf<
     ClaimedPush & {
       kind: 'push' | 'grant';
@@ -123,7 +138,7 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
     // (track_activity_query_size), which is all an operator, or a test, sees of a waiting claim.
     await db.execute(sql`/* push claim: UPDATE invoice_pushes within Xero's budget */
       WITH RECURSIVE stamp AS (
-        SELECT now() AS at, now() + ${interval(o.leaseMs)} AS slot,
+        SELECT now() AS at, now() + ${interval(o.leaseMs)} AS slot, ${start}::uuid AS start,
                ${subWindowAt(minute)} AS minute_at, ${subWindowAt(day)} AS day_at),
       app AS (
         SELECT a.id, xero_window_used(a.budget_minute_counts, a.budget_minute_at, stamp.minute_at) AS used,
@@ -134,16 +149,27 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
                     ELSE greatest(0, least(${o.batchSize}, ${b.appPerMinute} - app.used)) END AS n
         FROM app),
       open_tenants AS (
-        (SELECT p.connection_id AS id FROM invoice_pushes p
-         WHERE p.status IN ('queued', 'failed') AND p.connection_id IS NOT NULL
+        (SELECT p.connection_id AS id, 1 AS k FROM invoice_pushes p CROSS JOIN stamp
+         WHERE ${open} AND p.connection_id > ${start}::uuid ORDER BY p.connection_id LIMIT 1)
+        UNION ALL
+        SELECT (SELECT p.connection_id FROM invoice_pushes p WHERE ${open} AND p.connection_id > t.id
+                ORDER BY p.connection_id LIMIT 1), t.k + 1
+        FROM open_tenants t WHERE t.id IS NOT NULL AND t.k < ${visits}),
+      wrapped AS (
+        (SELECT p.connection_id AS id, 1 AS k FROM invoice_pushes p
+         WHERE ${open} AND p.connection_id IS NOT NULL AND (SELECT count(id) FROM open_tenants) < ${visits}
          ORDER BY p.connection_id LIMIT 1)
         UNION ALL
-        SELECT (SELECT p.connection_id FROM invoice_pushes p
-                WHERE p.status IN ('queued', 'failed') AND p.connection_id > t.id
-                ORDER BY p.connection_id LIMIT 1)
-        FROM open_tenants t WHERE t.id IS NOT NULL),
+        SELECT (SELECT p.connection_id FROM invoice_pushes p WHERE ${open} AND p.connection_id > w.id
+                ORDER BY p.connection_id LIMIT 1), w.k + 1
+        FROM wrapped w CROSS JOIN stamp
+        WHERE w.id IS NOT NULL AND w.id < stamp.start AND w.k + (SELECT count(id) FROM open_tenants) < ${visits}),
+      visited AS (
+        SELECT id FROM open_tenants WHERE id IS NOT NULL
+        UNION
+        SELECT w.id FROM wrapped w CROSS JOIN stamp WHERE w.id IS NOT NULL AND w.id <= stamp.start),
       candidates AS (
-        SELECT c.* FROM open_tenants t CROSS JOIN LATERAL (
+        SELECT c.* FROM visited t CROSS JOIN LATERAL (
           -- LIMIT 1 keeps this a lookup by primary key per tenant found, never a join over every connection.
           SELECT c.id, c.budget_served_at AS last_served, (${sendable}) AS sendable,
                  (c.parked_until IS NULL OR c.parked_until <= now()) AS unparked,
@@ -151,8 +177,7 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
                                         LIMIT ${b.concurrent}) d)::int AS due,
                  ${room(b)} AS room
           FROM xero_connections c JOIN xero_grants g ON g.id = c.grant_id CROSS JOIN stamp
-          WHERE c.id = t.id LIMIT 1) c
-        WHERE t.id IS NOT NULL),
+          WHERE c.id = t.id LIMIT 1) c),
       ranked AS (
         SELECT id, least(due, room) AS due, row_number() OVER (ORDER BY last_served NULLS FIRST, id) AS r,
                count(*) OVER () AS n
