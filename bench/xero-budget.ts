@@ -93,6 +93,7 @@ interface RunFigures {
   app_utilisation: number;
   app_utilisation_min: number;
   app_minutes: number;
+  app_utilisation_by_minute: number[];
   rate_limited: number;
   rate_limited_by_problem: Record<string, number>;
   duplicates: number;
@@ -242,6 +243,7 @@ async function run(mode: 'shared' | 'per-process', entry: string): Promise<RunFi
         : Number.NaN,
       app_utilisation_min: appRatios.length ? Math.min(...appRatios) : Number.NaN,
       app_minutes: appRatios.length,
+      app_utilisation_by_minute: appRatios.map((u) => Math.round(u * 1000) / 1000),
       rate_limited: stats.rateLimited,
       rate_limited_by_problem: { ...stats.rateLimitedByProblem },
       duplicates: createdTotal - rows[0].n,
