@@ -3,6 +3,7 @@ import { interval } from '../../platform/db/interval.js';
 import type { Database } from '../../platform/db/types.js';
 import { type SubWindows, subWindows, type XeroBudget } from './budget.js';
 import { rowsOf } from './rows.js';
+import { slotsAdd, slotsHeld, windowAdd, windowUsed } from './window-sql.js';
 
 // The claim: one statement that takes Xero's budget and the pushes it pays for, so it holds across
 // replicas and over Neon's HTTP driver (no session, no interactive transaction). docs/xero-budget.md.
@@ -86,9 +87,9 @@ export const subWindowAt = (w: SubWindows, at: SQL = sql`now()`) =>
 /** The calls a tenant's row still allows, read from the row itself (the latest version once locked). */
 function room(b: XeroBudget): SQL {
   return sql`least(
-    ${b.concurrent} - cardinality(xero_budget_live(c.budget_slots, now())),
-    ${b.perMinute} - xero_window_used(c.budget_minute_counts, c.budget_minute_at, stamp.minute_at),
-    ${b.perDay} - xero_window_used(c.budget_day_counts, c.budget_day_at, stamp.day_at))`;
+    ${b.concurrent} - ${slotsHeld(sql`c.budget_slots`)},
+    ${b.perMinute} - ${windowUsed(sql`c.budget_minute_counts`, sql`c.budget_minute_at`, sql`stamp.minute_at`)},
+    ${b.perDay} - ${windowUsed(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`stamp.day_at`)})`;
 }
 
 /**
@@ -118,7 +119,6 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
   const b = o.budget;
   const minute = subWindows(b, 'minute');
   const day = subWindows(b, 'day');
-  const granting = sql`least(o.n, ${room(b)})::int`;
   // Literal status list: it must match the partial index's predicate.
   const open = sql`p.status IN ('queued', 'failed')`;
   const visits = tenantsVisited(o.batchSize);
@@ -141,7 +141,7 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
         SELECT now() AS at, now() + ${interval(o.leaseMs)} AS slot, ${start}::uuid AS start,
                ${subWindowAt(minute)} AS minute_at, ${subWindowAt(day)} AS day_at),
       app AS (
-        SELECT a.id, xero_window_used(a.budget_minute_counts, a.budget_minute_at, stamp.minute_at) AS used,
+        SELECT a.id, ${windowUsed(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`stamp.minute_at`)} AS used,
                coalesce(a.paused_until > now(), false) AS paused
         FROM xero_app_limits a CROSS JOIN stamp WHERE a.id = 'app' FOR UPDATE OF a),
       total AS (
@@ -187,22 +187,26 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
                least(ranked.due, total.n / ranked.n + CASE WHEN ranked.r <= total.n % ranked.n THEN 1 ELSE 0 END) AS n
         FROM ranked CROSS JOIN total),
       granted AS (
+        -- The room is computed once, from the row's latest version (an UPDATE that waited for the row
+        -- re-reads it), and spent on every counter. A tenant whose room is gone by then gets 0.
         UPDATE xero_connections c SET
-          budget_slots = xero_budget_add(xero_budget_live(c.budget_slots, now()), stamp.slot, ${granting}),
-          budget_minute_counts = xero_window_add(
-            c.budget_minute_counts, c.budget_minute_at, stamp.minute_at, ${minute.n}, ${granting}),
-          budget_minute_at = greatest(c.budget_minute_at, stamp.minute_at),
-          budget_day_counts = xero_window_add(c.budget_day_counts, c.budget_day_at, stamp.day_at, ${day.n}, ${granting}),
-          budget_day_at = greatest(c.budget_day_at, stamp.day_at),
-          budget_served_at = stamp.at
+          (budget_slots, budget_minute_counts, budget_minute_at, budget_day_counts, budget_day_at, budget_served_at) = (
+            SELECT ${slotsAdd(sql`c.budget_slots`, sql`stamp.slot`, sql`r.g`)},
+                   ${windowAdd(sql`c.budget_minute_counts`, sql`c.budget_minute_at`, sql`stamp.minute_at`, minute.n, sql`r.g`)},
+                   greatest(c.budget_minute_at, stamp.minute_at),
+                   ${windowAdd(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`stamp.day_at`, day.n, sql`r.g`)},
+                   greatest(c.budget_day_at, stamp.day_at),
+                   CASE WHEN r.g > 0 THEN stamp.at ELSE c.budget_served_at END
+            FROM (SELECT greatest(0, least(o.n, ${room(b)}))::int AS g) AS r)
         FROM offer o CROSS JOIN stamp
-        WHERE c.id = o.id AND o.n > 0 AND ${room(b)} > 0
+        WHERE c.id = o.id AND o.n > 0 AND ${slotsHeld(sql`c.budget_slots`)} < ${b.concurrent}
           AND c.id = ANY(ARRAY(SELECT id FROM offer WHERE n > 0))
         RETURNING c.id, (SELECT count(*) FROM unnest(c.budget_slots) AS s WHERE s = stamp.slot)::int AS n),
       picked AS (
         SELECT p.id FROM granted gr CROSS JOIN LATERAL (
           SELECT p.id FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`gr.id`)}
-          ORDER BY p.connection_id, p.next_attempt_at LIMIT gr.n FOR UPDATE SKIP LOCKED) p),
+          ORDER BY p.connection_id, p.next_attempt_at LIMIT gr.n FOR UPDATE SKIP LOCKED) p
+        WHERE gr.n > 0),
       orphans AS (
         SELECT p.id FROM invoice_pushes p WHERE p.connection_id IS NULL AND ${due(o.owner)}
         ORDER BY p.next_attempt_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED),
@@ -223,11 +227,16 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
         RETURNING id, connection_id, payload, attempts, next_attempt_at),
       app_spent AS (
         UPDATE xero_app_limits a SET
-          budget_minute_counts = xero_window_add(a.budget_minute_counts, a.budget_minute_at, stamp.minute_at,
-                                                 ${minute.n}, (SELECT coalesce(sum(n), 0) FROM granted)::int),
+          budget_minute_counts = ${windowAdd(
+            sql`a.budget_minute_counts`,
+            sql`a.budget_minute_at`,
+            sql`stamp.minute_at`,
+            minute.n,
+            sql`(SELECT coalesce(sum(n), 0) FROM granted)::int`,
+          )},
           budget_minute_at = greatest(a.budget_minute_at, stamp.minute_at),
           updated_at = now()
-        FROM app CROSS JOIN stamp WHERE a.id = app.id AND EXISTS (SELECT 1 FROM granted)
+        FROM app CROSS JOIN stamp WHERE a.id = app.id AND EXISTS (SELECT 1 FROM granted WHERE n > 0)
         RETURNING 1)
       SELECT 'push' AS kind, p.id, p.connection_id, p.payload, p.attempts, c.tenant_id, c.grant_id, c.active,
              c.token_version, c.token_fresh, NULL::int AS granted, NULL::text AS slot_us, NULL::text AS claim_us,
@@ -242,7 +251,7 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
              (extract(epoch FROM stamp.slot) * 1000000)::bigint::text, (extract(epoch FROM stamp.at) * 1000000)::bigint::text,
              stamp.minute_at::text, stamp.day_at::text, NULL
       FROM granted gr CROSS JOIN stamp
-      WHERE (SELECT count(*) FROM app_spent) >= 0
+      WHERE gr.n > 0 AND (SELECT count(*) FROM app_spent) >= 0
       ORDER BY kind DESC, next_attempt_at`),
   );
   const pushes: ClaimedPush[] = [];

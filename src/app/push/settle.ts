@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../platform/db/types.js';
 import type { BudgetGrant } from './claim.js';
+import { windowRemove } from './window-sql.js';
 
 /** What a push's row becomes; absent fields keep their value. */
 export interface Settlement {
@@ -45,8 +46,8 @@ export async function settlePushes(
       released AS (
         UPDATE xero_connections AS c SET
           budget_slots = xero_budget_remove(c.budget_slots, v.slot_us, v.granted),
-          budget_minute_counts = xero_window_remove(c.budget_minute_counts, c.budget_minute_at, v.minute_at, v.unused),
-          budget_day_counts = xero_window_remove(c.budget_day_counts, c.budget_day_at, v.day_at, v.unused)
+          budget_minute_counts = ${windowRemove(sql`c.budget_minute_counts`, sql`c.budget_minute_at`, sql`v.minute_at`, sql`v.unused`)},
+          budget_day_counts = ${windowRemove(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`v.day_at`, sql`v.unused`)}
         FROM unnest(
           ${grant((g) => g.connectionId)}::uuid[],
           ${grant((g) => g.slotUs)}::bigint[],
@@ -59,7 +60,7 @@ export async function settlePushes(
         RETURNING v.minute_at, v.unused),
       app_released AS (
         UPDATE xero_app_limits AS a SET
-          budget_minute_counts = xero_window_remove(a.budget_minute_counts, a.budget_minute_at, r.minute_at, r.unused::int)
+          budget_minute_counts = ${windowRemove(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`r.minute_at`, sql`r.unused::int`)}
         FROM (SELECT min(minute_at) AS minute_at, sum(unused) AS unused FROM released) r, app
         WHERE a.id = app.id AND r.unused > 0
         RETURNING 1)
