@@ -5,7 +5,7 @@ ALTER TABLE "xero_connections" ADD COLUMN "budget_minute_at" bigint;--> statemen
 ALTER TABLE "xero_connections" ADD COLUMN "budget_day_counts" integer[] DEFAULT '{}' NOT NULL;--> statement-breakpoint
 ALTER TABLE "xero_connections" ADD COLUMN "budget_day_at" bigint;--> statement-breakpoint
 ALTER TABLE "xero_connections" ADD COLUMN "budget_served_at" timestamp with time zone;--> statement-breakpoint
-CREATE INDEX "invoice_pushes_settled_idx" ON "invoice_pushes" USING btree ("updated_at") WHERE "invoice_pushes"."status" in ('pushed', 'dead');--> statement-breakpoint
+CREATE INDEX "invoice_pushes_settled_idx" ON "invoice_pushes" USING btree ("created_at") WHERE "invoice_pushes"."status" in ('pushed', 'dead');--> statement-breakpoint
 -- hand-written:
 -- (issue 23) The bounded budget's helpers (docs/xero-budget.md): a window is counted in fixed
 -- sub-windows, `counts` oldest first, the newest being sub-window number `at`. The old xero_budget_*

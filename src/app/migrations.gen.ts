@@ -100,8 +100,8 @@ export const migrations: Migration[] = [
   },
   {
     "tag": "0007_bounded_budget",
-    "hash": "32d6d95c5d0a8211f2098fb957fb7d896ac9c8332124b29c44592e7314ae7695",
-    "createdAt": 1796159804118,
+    "hash": "4d4c9cc372501953bb45bf7a225ed329e1d1b6fd982f1ba63c1f140e32d507ee",
+    "createdAt": 1796163652881,
     "statements": [
       "ALTER TABLE \"xero_app_limits\" ADD COLUMN \"budget_minute_counts\" integer[] DEFAULT '{}' NOT NULL;",
       "ALTER TABLE \"xero_app_limits\" ADD COLUMN \"budget_minute_at\" bigint;",
@@ -110,7 +110,7 @@ export const migrations: Migration[] = [
       "ALTER TABLE \"xero_connections\" ADD COLUMN \"budget_day_counts\" integer[] DEFAULT '{}' NOT NULL;",
       "ALTER TABLE \"xero_connections\" ADD COLUMN \"budget_day_at\" bigint;",
       "ALTER TABLE \"xero_connections\" ADD COLUMN \"budget_served_at\" timestamp with time zone;",
-      "CREATE INDEX \"invoice_pushes_settled_idx\" ON \"invoice_pushes\" USING btree (\"updated_at\") WHERE \"invoice_pushes\".\"status\" in ('pushed', 'dead');",
+      "CREATE INDEX \"invoice_pushes_settled_idx\" ON \"invoice_pushes\" USING btree (\"created_at\") WHERE \"invoice_pushes\".\"status\" in ('pushed', 'dead');",
       "-- hand-written:\n-- (issue 23) The bounded budget's helpers (docs/xero-budget.md): a window is counted in fixed\n-- sub-windows, `counts` oldest first, the newest being sub-window number `at`. The old xero_budget_*\n-- functions and timestamp arrays stay: the previous release still reads and writes them.\nCREATE OR REPLACE FUNCTION xero_window_used(counts integer[], at bigint, now_at bigint) RETURNS integer\n\tLANGUAGE sql IMMUTABLE AS $$\n\tSELECT CASE WHEN at IS NULL OR now_at - at >= cardinality(counts) THEN 0\n\t\tELSE (SELECT coalesce(sum(x), 0)::int FROM unnest(counts[greatest(now_at - at, 0) + 1:]) AS x) END $$;",
       "CREATE OR REPLACE FUNCTION xero_window_add(counts integer[], at bigint, now_at bigint, n integer, k integer)\n\tRETURNS integer[] LANGUAGE sql IMMUTABLE AS $$\n\tSELECT s[1:n - 1] || (s[n] + greatest(k, 0)) FROM (SELECT CASE\n\t\tWHEN at IS NULL OR now_at - at >= n OR cardinality(counts) <> n THEN array_fill(0, ARRAY[n])\n\t\tELSE counts[greatest(now_at - at, 0) + 1:n] || array_fill(0, ARRAY[greatest(now_at - at, 0)::int]) END AS s) t $$;",
       "CREATE OR REPLACE FUNCTION xero_window_remove(counts integer[], at bigint, sub_at bigint, k integer)\n\tRETURNS integer[] LANGUAGE sql IMMUTABLE AS $$\n\tSELECT CASE WHEN at IS NULL OR k IS NULL OR k <= 0 OR i < 1 OR i > cardinality(counts) THEN counts\n\t\tELSE counts[1:i - 1] || greatest(counts[i] - k, 0) || counts[i + 1:] END\n\tFROM (SELECT (cardinality(counts) - (at - sub_at))::int AS i) t $$;",
@@ -122,4 +122,4 @@ export const migrations: Migration[] = [
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestMigrationAt = 1796159804118;
+export const latestMigrationAt = 1796163652881;

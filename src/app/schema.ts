@@ -173,8 +173,9 @@ export const invoicePushes = pgTable(
       .on(t.connectionId, t.nextAttemptAt)
       .where(sql`${t.status} in ('queued', 'failed')`),
     index('invoice_pushes_org_created_idx').on(t.organizationId, t.createdAt, t.id),
-    // The retention tick finds settled history by age without reading what is still open.
-    index('invoice_pushes_settled_idx').on(t.updatedAt).where(sql`${t.status} in ('pushed', 'dead')`),
+    // The retention tick finds settled history by age without reading what is still open. On created_at,
+    // which no claim changes: an index on updated_at would make every claim's lease update non-HOT.
+    index('invoice_pushes_settled_idx').on(t.createdAt).where(sql`${t.status} in ('pushed', 'dead')`),
   ],
 );
 

@@ -29,9 +29,10 @@ beforeEach(async () => {
 /** A push in `status`, last updated `days` ago, leased when `leased`. */
 async function push(key: string, status: string, days: number, leased = false): Promise<void> {
   await app.database.db.execute(sql`
-    INSERT INTO invoice_pushes (organization_id, idempotency_key, request_hash, payload, status, updated_at,
-                                lease_owner, lease_expires_at)
-    VALUES (${orgId}, ${key}, 'test', '{}'::jsonb, ${status}, now() - ${days} * interval '1 day',
+    INSERT INTO invoice_pushes (organization_id, idempotency_key, request_hash, payload, status, created_at,
+                                updated_at, lease_owner, lease_expires_at)
+    VALUES (${orgId}, ${key}, 'test', '{}'::jsonb, ${status}, now() - ${days + 1} * interval '1 day',
+            now() - ${days} * interval '1 day',
             ${leased ? 'replica-a' : null}, ${leased ? sql`now() + interval '1 minute'` : null})`);
 }
 

@@ -3,7 +3,7 @@ import type { Database } from '../../platform/db/types.js';
 import { rowsOf } from '../push/rows.js';
 
 // Retention (PUSH_RETENTION_DAYS, off by default; docs/ticks.md "Retention"): deletes settled history,
-// pushed and dead pushes last updated more than the retention ago, in bounded batches so a first run
+// pushed and dead pushes created and last updated more than the retention ago, in bounded batches so a first run
 // over years of history never holds a long transaction. Open pushes (queued, failed, awaiting a
 // connection) and leased ones are never touched: the status list and the lease are in the DELETE's own
 // WHERE, not only in the batch's SELECT, so a row that changed in between is left alone.
@@ -24,13 +24,15 @@ export async function prunePushes(db: Database, o: PruneOptions): Promise<PruneR
   let pruned = 0;
   for (let i = 0; i < o.maxBatches; i++) {
     const cutoff = sql`now() - ${o.retentionDays} * interval '1 day'`;
-    const settled = sql`p.status IN ('pushed', 'dead') AND p.updated_at < ${cutoff} AND p.lease_owner IS NULL`;
+    // created_at is what invoice_pushes_settled_idx orders; updated_at (when it settled) must be as old.
+    const settled = sql`p.status IN ('pushed', 'dead') AND p.created_at < ${cutoff} AND p.updated_at < ${cutoff}
+      AND p.lease_owner IS NULL`;
     const rows = rowsOf<{ n: number }>(
       await db.execute(sql`/* push retention: DELETE settled invoice_pushes */
         WITH gone AS (
           DELETE FROM invoice_pushes p
           WHERE p.id = ANY(ARRAY(SELECT p.id FROM invoice_pushes p WHERE ${settled}
-                                 ORDER BY p.updated_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED))
+                                 ORDER BY p.created_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED))
             AND ${settled}
           RETURNING 1)
         SELECT count(*)::int AS n FROM gone`),
