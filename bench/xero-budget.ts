@@ -8,16 +8,20 @@
 // Reports utilisation (calls Xero accepted per tenant-minute ÷ the 60 allowed, over the full minutes
 // while the tenant had a backlog), 429s by problem, duplicates (invoices Xero holds beyond one per
 // push) and idempotent replays, and the drain time. Last line: `result: utilisation=... rate_limited=...
-// duplicates=... drain_s=...` for the shared budget.
+// duplicates=... drain_s=... app_utilisation=...` for the shared budget. With BENCH_TENANTS=10000 (and
+// BENCH_MINUTE_MS=60000: Xero's real minute, so that the app's 10,000 a minute is the binding limit) the
+// backlog is spread evenly and app_utilisation (calls accepted per full app minute ÷ 10,000) is the figure.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
+import type { Database } from '../src/platform/db/types.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { startCluster } from '../test/support/postgres.js';
 import { repoRoot, type ServerProcess, spawnServer, TEST_TOKEN_KEY } from '../test/support/server.js';
 import {
   captureLog,
+  connectedGrant,
   connectedOrganization,
   openDatabase,
   queueBacklog,
@@ -37,10 +41,20 @@ const SERVERS = intEnv('BENCH_SERVERS', 3);
 const LATENCY_MS = intEnv('BENCH_XERO_LATENCY_MS', 20);
 const BATCH = intEnv('BENCH_PUSH_BATCH_SIZE', 100);
 const OLD_COMMIT = process.env.BENCH_OLD_COMMIT ?? 'dc374e5';
+/** `skewed` (default): 60% of the backlog in 2 tenants. `even`: the same over every tenant. */
+const SPREAD = process.env.BENCH_SPREAD ?? (TENANTS > 100 ? 'even' : 'skewed');
+/** Tenants per grant (one organization each): a fleet of 10,000 tenants is not 10,000 consents. */
+const TENANTS_PER_GRANT = intEnv('BENCH_TENANTS_PER_GRANT', TENANTS > 100 ? 100 : 1);
 const PER_MINUTE = 60;
+const APP_PER_MINUTE = 10_000;
 
-/** 60% of the backlog in the first 2 tenants, the rest spread over the others. */
+/** Pushes per tenant: 60% of the backlog in the first 2 tenants and the rest spread over the others, or even. */
 function backlog(): number[] {
+  if (SPREAD === 'even')
+    return Array.from(
+      { length: TENANTS },
+      (_, i) => Math.floor(PUSHES / TENANTS) + (i < PUSHES % TENANTS ? 1 : 0),
+    );
   const big = Math.round((PUSHES * 0.6) / 2);
   const rest = PUSHES - 2 * big;
   const small = TENANTS - 2;
@@ -75,6 +89,11 @@ interface RunFigures {
   utilisation: number;
   utilisation_min: number;
   utilisation_by_tenant: number[];
+  /** Calls Xero accepted across the app per full minute ÷ 10,000, and the minutes counted. */
+  app_utilisation: number;
+  app_utilisation_min: number;
+  app_minutes: number;
+  app_utilisation_by_minute: number[];
   rate_limited: number;
   rate_limited_by_problem: Record<string, number>;
   duplicates: number;
@@ -106,15 +125,26 @@ async function run(mode: 'shared' | 'per-process', entry: string): Promise<RunFi
     const box = await testBox();
     const sizes = backlog();
     const tenants: string[] = [];
-    for (const [i, n] of sizes.entries()) {
-      const { org, tenantId, connectionId } = await connectedOrganization(
-        handle.db,
-        box,
-        sandbox,
-        `Bench Co ${i}`,
-      );
-      tenants.push(tenantId);
-      await queueBacklog(handle.db, org.id, connectionId, n, 'bench');
+    if (TENANTS_PER_GRANT === 1) {
+      for (const [i, n] of sizes.entries()) {
+        const { org, tenantId, connectionId } = await connectedOrganization(
+          handle.db,
+          box,
+          sandbox,
+          `Bench Co ${i}`,
+        );
+        tenants.push(tenantId);
+        await queueBacklog(handle.db, org.id, connectionId, n, 'bench');
+      }
+    } else {
+      for (let from = 0; from < TENANTS; from += TENANTS_PER_GRANT) {
+        const n = Math.min(TENANTS_PER_GRANT, TENANTS - from);
+        const grant = await connectedGrant(handle.db, box, sandbox, `Bench Co ${from}`, n);
+        tenants.push(...grant.tenantIds);
+        const each = grant.connectionIds.map((id, i) => [id, sizes[from + i] ?? 0] as const);
+        await queueBacklogs(handle.db, grant.org.id, each);
+      }
+      progress(`${TENANTS} tenants connected, ${PUSHES} pushes queued`);
     }
     await handle.close();
     const db = new pg.Client(url);
@@ -135,7 +165,7 @@ async function run(mode: 'shared' | 'per-process', entry: string): Promise<RunFi
             TICK_INTERVAL_MS: '100',
             PUSH_BATCH_SIZE: String(BATCH),
             XERO_BUDGET_TEST_MINUTE_MS: String(MINUTE_MS),
-            LOG_LEVEL: 'warn',
+            LOG_LEVEL: 'info',
           },
         }),
       );
@@ -154,6 +184,12 @@ async function run(mode: 'shared' | 'per-process', entry: string): Promise<RunFi
       await new Promise((r) => setTimeout(r, 200));
     }
     const finished = sandbox.state.clock.now();
+    // The servers log one line per tick that claimed something (LOG_LEVEL info).
+    const ticks = servers.flatMap((s) => s.logs.filter((l) => l.msg === 'push tick done'));
+    const sum = (k: string) => ticks.reduce((a, l) => a + Number((l as Record<string, unknown>)[k] ?? 0), 0);
+    progress(
+      `${mode}: ${ticks.length} ticks claimed ${sum('claimed')}, pushed ${sum('pushed')}, deferred ${sum('deferred')}, retrying ${sum('retrying')}`,
+    );
     const warnings = servers.flatMap((s) => s.logs.filter((l) => l.level !== 'info' && l.level !== 'debug'));
     for (const w of warnings.slice(0, 5)) progress(`${mode} server: ${JSON.stringify(w).slice(0, 300)}`);
     await Promise.all(servers.splice(0).map((s) => s.stop()));
@@ -177,15 +213,37 @@ async function run(mode: 'shared' | 'per-process', entry: string): Promise<RunFi
       const mine = ratios.slice(before);
       byTenant.push(mine.length ? mine.reduce((a, b) => a + b, 0) / mine.length : Number.NaN);
     }
+    // The app's minute: every accepted call, per full minute from the first to the last.
+    const all = [...accepted.values()].flat().sort((a, b) => a - b);
+    const appRatios: number[] = [];
+    const firstCall = all[0];
+    const lastCall = all[all.length - 1];
+    if (firstCall !== undefined && lastCall !== undefined) {
+      let i = 0;
+      for (let from = firstCall; from + MINUTE_MS <= lastCall; from += MINUTE_MS) {
+        let n = 0;
+        while (i < all.length && (all[i] as number) < from + MINUTE_MS) {
+          n += 1;
+          i += 1;
+        }
+        appRatios.push(n / APP_PER_MINUTE);
+      }
+    }
     const stats = sandbox.state.statsSnapshot();
     const createdTotal = Object.values(stats.invoicesCreated).reduce((a, b) => a + b, 0);
     return {
       mode,
       drain_s: rows[0].n >= PUSHES ? (finished - started) / 1000 : Number.NaN,
-      utilisation_by_tenant: byTenant.map((u) => Math.round(u * 1000) / 1000),
+      utilisation_by_tenant: TENANTS > 100 ? [] : byTenant.map((u) => Math.round(u * 1000) / 1000),
       small_tenants_drain_s: smallDone === null ? Number.NaN : (smallDone - started) / 1000,
       utilisation: ratios.length ? ratios.reduce((a, b) => a + b, 0) / ratios.length : Number.NaN,
-      utilisation_min: ratios.length ? Math.min(...ratios) : Number.NaN,
+      utilisation_min: ratios.length ? ratios.reduce((a, b) => Math.min(a, b), 1) : Number.NaN,
+      app_utilisation: appRatios.length
+        ? appRatios.reduce((a, b) => a + b, 0) / appRatios.length
+        : Number.NaN,
+      app_utilisation_min: appRatios.length ? Math.min(...appRatios) : Number.NaN,
+      app_minutes: appRatios.length,
+      app_utilisation_by_minute: appRatios.map((u) => Math.round(u * 1000) / 1000),
       rate_limited: stats.rateLimited,
       rate_limited_by_problem: { ...stats.rateLimitedByProblem },
       duplicates: createdTotal - rows[0].n,
@@ -217,6 +275,8 @@ console.log(
       'small_drain_s',
       'utilisation',
       'util_min',
+      'app_util',
+      'app_util_min',
       '429s',
       'minute/concurrent/day/app',
       'dup',
@@ -229,6 +289,8 @@ console.log(
       f(r.small_tenants_drain_s),
       f(r.utilisation),
       f(r.utilisation_min),
+      f(r.app_utilisation),
+      f(r.app_utilisation_min),
       String(r.rate_limited),
       ['minute', 'concurrent', 'day', 'appminute'].map((p) => r.rate_limited_by_problem[p] ?? 0).join('/'),
       String(r.duplicates),
@@ -252,9 +314,29 @@ printResults(
     rate_limited: shared?.rate_limited,
     duplicates: shared?.duplicates,
     drain_s: shared?.drain_s,
+    app_utilisation: shared?.app_utilisation,
+    app_minutes: shared?.app_minutes,
     old_utilisation: old?.utilisation,
     old_rate_limited: old?.rate_limited,
     old_duplicates: old?.duplicates,
     old_drain_s: old?.drain_s,
   },
 );
+
+/** Each connection's backlog, in one INSERT per grant (queueBacklog's rows). */
+async function queueBacklogs(
+  db: Database,
+  organizationId: string,
+  each: readonly (readonly [string, number])[],
+) {
+  const { sql } = await import('drizzle-orm');
+  await db.execute(sql`
+    INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
+    SELECT ${organizationId}, v.id, 'bench-' || v.id || '-' || n, 'test',
+           jsonb_build_object('contact', jsonb_build_object('name', 'Customer ' || n),
+                              'lineItems', jsonb_build_array(jsonb_build_object('description', 'Item', 'quantity', '1', 'unitAmount', '1.00')),
+                              'date', '2026-11-29', 'currency', 'NZD'),
+           'queued'
+    FROM unnest(${sql.param(each.map(([id]) => id))}::uuid[], ${sql.param(each.map(([, n]) => n))}::int[]) AS v(id, k)
+      CROSS JOIN LATERAL generate_series(1, v.k) AS n`);
+}

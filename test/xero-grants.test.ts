@@ -54,7 +54,7 @@ afterEach(async () => {
   // Signals are app-wide state: no test leaves a pause or a parked tenant behind for the next one.
   // (Reset, not deleted: migration 0006 creates the row every claim locks first.)
   await handle.db.execute(
-    sql`UPDATE xero_app_limits SET app_min_remaining = NULL, paused_until = NULL, budget_minute = '{}'`,
+    sql`UPDATE xero_app_limits SET app_min_remaining = NULL, paused_until = NULL, budget_minute = '{}', budget_minute_counts = '{}', budget_minute_at = NULL`,
   );
   await handle.db.execute(
     sql`UPDATE invoice_pushes SET status = 'dead' WHERE status IN ('queued', 'failed')`,

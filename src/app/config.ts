@@ -13,6 +13,8 @@ export interface AppConfig {
   pushMaxAttempts: number;
   pushBatchSize: number;
   backoff: { baseMs: number; maxMs: number };
+  /** Days pushed and dead pushes are kept (the retention tick); undefined: kept for ever. */
+  pushRetentionDays: number | undefined;
   /** Xero's limits, shared by every replica through Postgres; windows shortened only by test settings. */
   xeroBudget: XeroBudget;
   /** How often an idle grant's refresh token is used, so that it never reaches Xero's 60 days unused. */
@@ -103,6 +105,8 @@ const schema = object({
   // Xero: "Unused refresh tokens expire after 60 days" (developer.xero.com/faq/oauth2). At most 30, so
   // a grant whose refreshes fail still has a month of back-offs and alerts before its consent is lost.
   XERO_REFRESH_KEEP_ALIVE_DAYS: int(1, 30, 7),
+  // Off when unset: pushed and dead pushes older than this many days are deleted by the retention tick.
+  PUSH_RETENTION_DAYS: int(1, 36_500, undefined),
   // Tests and benchmarks only: shorter windows for Xero's minute and day (the sandbox shortened alike).
   // Production leaves them unset and counts Xero's real 60 s and 24 h.
   XERO_BUDGET_TEST_MINUTE_MS: int(100, 60_000, 60_000),
@@ -186,6 +190,7 @@ export function loadAppConfig(env: Env): AppConfig {
     pushMaxAttempts: e.PUSH_MAX_ATTEMPTS,
     pushBatchSize: e.PUSH_BATCH_SIZE,
     backoff: { baseMs: e.PUSH_BACKOFF_BASE_MS, maxMs: e.PUSH_BACKOFF_MAX_MS },
+    pushRetentionDays: e.PUSH_RETENTION_DAYS,
     xeroBudget: shortenedXeroBudget(
       e.XERO_BUDGET_TEST_MINUTE_MS,
       e.XERO_BUDGET_TEST_DAY_MS,

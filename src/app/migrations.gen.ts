@@ -175,8 +175,29 @@ export const migrations: Migration[] = [
       "CREATE TRIGGER \"organizations_api_key\" AFTER INSERT ON \"organizations\"\n  FOR EACH ROW EXECUTE FUNCTION \"api_key_from_organization\"();",
       "INSERT INTO \"api_keys\" (\"organization_id\", \"key_hash\", \"created_at\")\n  SELECT \"id\", \"api_key_hash\", \"created_at\" FROM \"organizations\" WHERE \"api_key_hash\" IS NOT NULL\n  ON CONFLICT (\"key_hash\") DO NOTHING;"
     ]
+  },
+  {
+    "tag": "0013_bounded_budget",
+    "hash": "4d4c9cc372501953bb45bf7a225ed329e1d1b6fd982f1ba63c1f140e32d507ee",
+    "createdAt": 1796164511778,
+    "statements": [
+      "ALTER TABLE \"xero_app_limits\" ADD COLUMN \"budget_minute_counts\" integer[] DEFAULT '{}' NOT NULL;",
+      "ALTER TABLE \"xero_app_limits\" ADD COLUMN \"budget_minute_at\" bigint;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"budget_minute_counts\" integer[] DEFAULT '{}' NOT NULL;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"budget_minute_at\" bigint;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"budget_day_counts\" integer[] DEFAULT '{}' NOT NULL;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"budget_day_at\" bigint;",
+      "ALTER TABLE \"xero_connections\" ADD COLUMN \"budget_served_at\" timestamp with time zone;",
+      "CREATE INDEX \"invoice_pushes_settled_idx\" ON \"invoice_pushes\" USING btree (\"created_at\") WHERE \"invoice_pushes\".\"status\" in ('pushed', 'dead');",
+      "-- hand-written:\n-- (issue 23) The bounded budget's helpers (docs/xero-budget.md): a window is counted in fixed\n-- sub-windows, `counts` oldest first, the newest being sub-window number `at`. The old xero_budget_*\n-- functions and timestamp arrays stay: the previous release still reads and writes them.\nCREATE OR REPLACE FUNCTION xero_window_used(counts integer[], at bigint, now_at bigint) RETURNS integer\n\tLANGUAGE sql IMMUTABLE AS $$\n\tSELECT CASE WHEN at IS NULL OR now_at - at >= cardinality(counts) THEN 0\n\t\tELSE (SELECT coalesce(sum(x), 0)::int FROM unnest(counts[greatest(now_at - at, 0) + 1:]) AS x) END $$;",
+      "CREATE OR REPLACE FUNCTION xero_window_add(counts integer[], at bigint, now_at bigint, n integer, k integer)\n\tRETURNS integer[] LANGUAGE sql IMMUTABLE AS $$\n\tSELECT s[1:n - 1] || (s[n] + greatest(k, 0)) FROM (SELECT CASE\n\t\tWHEN at IS NULL OR now_at - at >= n OR cardinality(counts) <> n THEN array_fill(0, ARRAY[n])\n\t\tELSE counts[greatest(now_at - at, 0) + 1:n] || array_fill(0, ARRAY[greatest(now_at - at, 0)::int]) END AS s) t $$;",
+      "CREATE OR REPLACE FUNCTION xero_window_remove(counts integer[], at bigint, sub_at bigint, k integer)\n\tRETURNS integer[] LANGUAGE sql IMMUTABLE AS $$\n\tSELECT CASE WHEN at IS NULL OR k IS NULL OR k <= 0 OR i < 1 OR i > cardinality(counts) THEN counts\n\t\tELSE counts[1:i - 1] || greatest(counts[i] - k, 0) || counts[i + 1:] END\n\tFROM (SELECT (cardinality(counts) - (at - sub_at))::int AS i) t $$;",
+      "-- Seed the sub-windows from the arrays the previous release counted in (Xero's real minute and day:\n-- 63 one-second and 26 one-hour sub-windows, src/app/push/budget.ts).\nCREATE OR REPLACE FUNCTION xero_window_seed(stamps timestamptz[], now_at bigint, sub_ms bigint, n integer)\n\tRETURNS integer[] LANGUAGE sql IMMUTABLE AS $$\n\tSELECT array_agg((SELECT count(*) FROM unnest(stamps) AS s\n\t\tWHERE floor(extract(epoch FROM s) * 1000 / sub_ms)::bigint = now_at - n + i)::int ORDER BY i)\n\tFROM generate_series(1, n) AS i $$;",
+      "UPDATE \"xero_connections\" SET\n\t\"budget_minute_counts\" = xero_window_seed(\"budget_minute\", m.minute_at, 1000, 63), \"budget_minute_at\" = m.minute_at,\n\t\"budget_day_counts\" = xero_window_seed(\"budget_day\", m.day_at, 3600000, 26), \"budget_day_at\" = m.day_at,\n\t\"budget_served_at\" = (SELECT max(s) FROM unnest(\"budget_minute\") AS s)\nFROM (SELECT floor(extract(epoch FROM now()) * 1000 / 1000)::bigint AS minute_at,\n\tfloor(extract(epoch FROM now()) * 1000 / 3600000)::bigint AS day_at) m\nWHERE \"budget_minute_at\" IS NULL AND (cardinality(\"budget_minute\") > 0 OR cardinality(\"budget_day\") > 0);",
+      "UPDATE \"xero_app_limits\" SET\n\t\"budget_minute_counts\" = xero_window_seed(\"budget_minute\", m.minute_at, 1000, 63), \"budget_minute_at\" = m.minute_at\nFROM (SELECT floor(extract(epoch FROM now()) * 1000 / 1000)::bigint AS minute_at) m\nWHERE \"budget_minute_at\" IS NULL AND cardinality(\"budget_minute\") > 0;"
+    ]
   }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestMigrationAt = 1796164469793;
+export const latestMigrationAt = 1796164511778;

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import {
   type AnyPgColumn,
+  bigint,
   boolean,
   check,
   index,
@@ -141,6 +142,15 @@ export const xeroConnections = pgTable(
     budgetSlots: timestamp('budget_slots', { withTimezone: true }).array().notNull().default(sql`'{}'`),
     budgetMinute: timestamp('budget_minute', { withTimezone: true }).array().notNull().default(sql`'{}'`),
     budgetDay: timestamp('budget_day', { withTimezone: true }).array().notNull().default(sql`'{}'`),
+    // Issue 23's bounded budget (docs/xero-budget.md): calls counted per fixed sub-window, oldest first,
+    // the newest being sub-window number `*_at` (epoch ms / sub-window length). The timestamp arrays
+    // above stay for the previous release (expand/contract); only budget_slots (at most 5) is shared.
+    budgetMinuteCounts: integer('budget_minute_counts').array().notNull().default(sql`'{}'`),
+    budgetMinuteAt: bigint('budget_minute_at', { mode: 'number' }),
+    budgetDayCounts: integer('budget_day_counts').array().notNull().default(sql`'{}'`),
+    budgetDayAt: bigint('budget_day_at', { mode: 'number' }),
+    // When a claim last granted this tenant calls: least recently served first.
+    budgetServedAt: timestamp('budget_served_at', { withTimezone: true }),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
@@ -165,6 +175,9 @@ export const xeroAppLimits = pgTable('xero_app_limits', {
   pausedUntil: timestamp('paused_until', { withTimezone: true }),
   // The app's rolling minute across every tenant (docs/xero-budget.md): one element per call claimed.
   budgetMinute: timestamp('budget_minute', { withTimezone: true }).array().notNull().default(sql`'{}'`),
+  // The same minute in fixed sub-windows (issue 23), as on xero_connections.
+  budgetMinuteCounts: integer('budget_minute_counts').array().notNull().default(sql`'{}'`),
+  budgetMinuteAt: bigint('budget_minute_at', { mode: 'number' }),
   updatedAt: updatedAt(),
 });
 
@@ -223,6 +236,9 @@ export const invoicePushes = pgTable(
     index('invoice_pushes_org_pending_idx')
       .on(t.organizationId)
       .where(sql`${t.status} in ('queued', 'failed', 'awaiting_connection')`),
+    // The retention tick finds settled history by age without reading what is still open. On created_at,
+    // which no claim changes: an index on updated_at would make every claim's lease update non-HOT.
+    index('invoice_pushes_settled_idx').on(t.createdAt).where(sql`${t.status} in ('pushed', 'dead')`),
   ],
 );
 

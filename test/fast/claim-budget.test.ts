@@ -2,11 +2,14 @@
 // a tenant gets what its row allows (5 in flight, 60 a rolling minute), the slots it holds are not
 // handed out again, and one tenant's spent budget never holds up another. The same claim across
 // replicas, Neon's HTTP driver and a real Xero sandbox is tested in test/xero-budget.test.ts.
+import { type SQL, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { saveGrant } from '../../src/app/connections/grants.js';
 import { createOrganization } from '../../src/app/organizations.js';
 import { XERO_BUDGET } from '../../src/app/push/budget.js';
-import { type ClaimOptions, claimPushes } from '../../src/app/push/claim.js';
+import { type ClaimOptions, claimPushes, tenantsVisited } from '../../src/app/push/claim.js';
+import { rowsOf } from '../../src/app/push/rows.js';
+import type { Database } from '../../src/platform/db/types.js';
 import { createSecretBox } from '../../src/platform/secret-box.js';
 import { type InProcessApp, startInProcess } from '../support/in-process.js';
 import { invoiceBody } from '../support/orgs.js';
@@ -22,7 +25,9 @@ afterAll(async () => {
 // Each test starts from no organizations, no grants and an unspent app minute.
 beforeEach(async () => {
   await app.database.pool.query('TRUNCATE organizations, xero_grants CASCADE');
-  await app.database.pool.query("UPDATE xero_app_limits SET budget_minute = '{}', paused_until = NULL");
+  await app.database.pool.query(
+    "UPDATE xero_app_limits SET budget_minute = '{}', budget_minute_counts = '{}', budget_minute_at = NULL, paused_until = NULL",
+  );
 });
 
 /** An organization connected to one tenant, with `n` invoices queued through the API. */
@@ -102,5 +107,128 @@ describe('the claim on the embedded database', () => {
     const next = await claim('replica-b', XERO_BUDGET, 4);
     expect(perConnection(next.pushes, busy.connectionId)).toBe(0);
     expect(perConnection(next.pushes, idle.connectionId)).toBe(4);
+  });
+});
+
+interface PlanNode {
+  'Relation Name'?: string;
+  'Actual Rows'?: number;
+  'Actual Loops'?: number;
+  'Rows Removed by Filter'?: number;
+  Plans?: PlanNode[];
+}
+
+/** What one claim reads, per table: the rows its scans returned or filtered out (EXPLAIN ANALYZE). */
+async function rowsRead(owner: string): Promise<Record<string, number>> {
+  let plan: PlanNode | undefined;
+  const explaining = {
+    execute: async (query: SQL) => {
+      const rows = rowsOf<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(
+        await app.database.db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${query}`),
+      );
+      plan = rows[0]?.['QUERY PLAN'][0]?.Plan;
+      return { rows: [] };
+    },
+  } as unknown as Database;
+  // A fixed start for the walk over tenants, so that both claims take the same path.
+  const from = '00000000-0000-4000-8000-000000000000';
+  await claimPushes(explaining, { owner, leaseMs: 60_000, batchSize: 100, budget: XERO_BUDGET, from });
+  const read: Record<string, number> = {};
+  const walk = (node: PlanNode) => {
+    const table = node['Relation Name'];
+    if (table !== undefined) {
+      const rows = (node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0);
+      read[table] = (read[table] ?? 0) + rows * (node['Actual Loops'] ?? 1);
+    }
+    for (const child of node.Plans ?? []) walk(child);
+  };
+  if (plan) walk(plan);
+  return read;
+}
+
+/** Gives back what a claim took, so the next claim starts from the same state. */
+async function unclaim(): Promise<void> {
+  await app.database.pool.query(
+    'UPDATE invoice_pushes SET lease_owner = NULL, lease_expires_at = NULL, attempts = 0',
+  );
+  await app.database.pool.query(
+    `UPDATE xero_connections SET budget_slots = '{}', budget_minute_counts = '{}', budget_minute_at = NULL,
+       budget_served_at = NULL`,
+  );
+  await app.database.pool.query(
+    "UPDATE xero_app_limits SET budget_minute_counts = '{}', budget_minute_at = NULL",
+  );
+}
+
+/** `n` idle tenants beside `connectionId`: connected and sendable, windows full, 4 settled pushes each. */
+async function idleTenants(connectionId: string, n: number, prefix: string): Promise<void> {
+  await app.database.pool.query(
+    `INSERT INTO xero_connections (organization_id, grant_id, tenant_id, budget_day_counts, budget_day_at,
+                                   budget_minute_counts, budget_minute_at)
+     SELECT c.organization_id, c.grant_id, $2 || i, array_fill(200, ARRAY[26]),
+            floor(extract(epoch FROM now()) / 3600)::bigint, array_fill(1, ARRAY[63]), floor(extract(epoch FROM now()))::bigint
+     FROM xero_connections c, generate_series(1, $3::int) AS i WHERE c.id = $1`,
+    [connectionId, prefix, n],
+  );
+  await app.database.pool.query(
+    `INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
+     SELECT c.organization_id, c.id, c.tenant_id || '-' || k, 'test', '{}'::jsonb,
+            CASE WHEN k = 4 THEN 'dead' ELSE 'pushed' END
+     FROM xero_connections c, generate_series(1, 4) AS k WHERE c.tenant_id LIKE $1 || '%'`,
+    [prefix],
+  );
+  await app.database.pool.query('ANALYZE');
+}
+
+describe("the claim's cost", () => {
+  it('reads the same rows beside 300 idle tenants as beside 900 (full windows, settled history)', async () => {
+    const a = await tenantWithQueue('Backlog A', 6);
+    await tenantWithQueue('Backlog B', 6);
+    await idleTenants(a.connectionId, 300, 'idle-');
+    const before = await rowsRead('replica-a');
+    // A handful per claimed tenant (found, granted, joined to its claimed pushes), not one per connection.
+    expect(before.xero_connections).toBeLessThan(20);
+    await unclaim();
+
+    await idleTenants(a.connectionId, 600, 'more-idle-');
+    // The backlog tenants' own day windows 4,000 calls full: their counters are as many as when empty.
+    await app.database.pool.query(
+      `UPDATE xero_connections SET budget_day_counts = array_fill(0, ARRAY[25]) || 4000,
+         budget_day_at = floor(extract(epoch FROM now()) / 3600)::bigint WHERE tenant_id NOT LIKE '%idle-%'`,
+    );
+    expect(await rowsRead('replica-b')).toEqual(before);
+  });
+});
+
+describe('many tenants with work', () => {
+  it('a claim looks at a bounded number of them, and every one is reached in turn', async () => {
+    const a = await tenantWithQueue('Many A', 1);
+    // 299 more tenants with one queued push each: 300 with work, more than a claim looks at.
+    await app.database.pool.query(
+      `INSERT INTO xero_connections (organization_id, grant_id, tenant_id)
+       SELECT c.organization_id, c.grant_id, 'busy-' || i FROM xero_connections c, generate_series(1, 299) AS i
+       WHERE c.id = $1`,
+      [a.connectionId],
+    );
+    await app.database.pool.query(
+      `INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
+       SELECT c.organization_id, c.id, c.tenant_id, 'test', '{}'::jsonb, 'queued'
+       FROM xero_connections c WHERE c.tenant_id LIKE 'busy-%'`,
+    );
+    await app.database.pool.query('ANALYZE');
+    const read = await rowsRead('replica-a');
+    expect(tenantsVisited(100)).toBe(400);
+    expect(tenantsVisited(50)).toBe(200);
+    // rowsRead claims 100 at a time: it looks at 400 tenants at most, so all 300 here.
+    expect(read.xero_connections).toBeGreaterThan(300);
+    await unclaim();
+    // Batches of 25 look at 200 tenants from a random one: every tenant is reached within a few claims.
+    const served = new Set<string>();
+    for (let i = 0; i < 40 && served.size < 300; i++) {
+      const { pushes } = await claim(`replica-${i}`, XERO_BUDGET, 25);
+      expect(pushes.length).toBeLessThanOrEqual(25);
+      for (const p of pushes) served.add(p.connection_id as string);
+    }
+    expect(served.size).toBe(300);
   });
 });

@@ -53,3 +53,22 @@ export function shortenedXeroBudget(minuteMs: number, dayMs: number, sendWithinM
 
 /** How long a call stays counted: its window plus the longest a claimed call may wait to be sent. */
 export const countedMs = (b: XeroBudget, windowMs: number) => windowMs + b.sendWithinMs;
+
+/**
+ * A window counted in fixed sub-windows (docs/xero-budget.md, "Bounded state"): `n` counters of `subMs`
+ * each, the newest being the current one. They reach back at least `countedMs` (window + sendWithinMs),
+ * so a call stays counted for its window, its time to start and at most one sub-window more: Xero's
+ * rolling window never holds more than the counters do, and a steady backlog gets at least
+ * window ÷ (window + sendWithinMs + subMs) of the limit.
+ */
+export interface SubWindows {
+  subMs: number;
+  n: number;
+}
+
+/** The minutes in 60 sub-windows (1 s in production), the day in 24 (1 h). */
+export function subWindows(b: XeroBudget, window: 'minute' | 'day'): SubWindows {
+  const windowMs = window === 'minute' ? b.minuteMs : b.dayMs;
+  const subMs = Math.max(1, Math.floor(windowMs / (window === 'minute' ? 60 : 24)));
+  return { subMs, n: Math.ceil(countedMs(b, windowMs) / subMs) + 1 };
+}

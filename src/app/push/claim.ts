@@ -1,8 +1,9 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { interval } from '../../platform/db/interval.js';
 import type { Database } from '../../platform/db/types.js';
-import { countedMs, type XeroBudget } from './budget.js';
+import { type SubWindows, subWindows, type XeroBudget } from './budget.js';
 import { rowsOf } from './rows.js';
+import { slotsAdd, slotsHeld, windowAdd, windowUsed } from './window-sql.js';
 
 // The claim: one statement that takes Xero's budget and the pushes it pays for, so it holds across
 // replicas and over Neon's HTTP driver (no session, no interactive transaction). docs/xero-budget.md.
@@ -41,6 +42,9 @@ export interface BudgetGrant {
   slotUs: string;
   /** When the calls were counted, microseconds since the epoch. */
   claimUs: string;
+  /** The minute's and the day's sub-windows the calls were counted in (budget.ts `subWindows`). */
+  minuteAt: string;
+  dayAt: string;
 }
 
 export interface Claim {
@@ -53,21 +57,46 @@ export interface ClaimOptions {
   leaseMs: number;
   batchSize: number;
   budget: XeroBudget;
+  /** Where the walk over tenants with open pushes starts (a connection id); random when unset. */
+  from?: string;
 }
 
 /** A due push this owner may take. Literal status list: it must match the partial indexes' predicate. */
 const due = (owner: string) => sql`p.status IN ('queued', 'failed') AND p.next_attempt_at <= now()
   AND (p.lease_expires_at IS NULL OR p.lease_expires_at < now() OR p.lease_owner = ${owner})`;
 
+/**
+ * The same for one tenant's pushes. "Due" is a row comparison on (connection_id, next_attempt_at), which
+ * only invoice_pushes_connection_due_idx can serve: given `next_attempt_at <= now()`, the planner walks
+ * invoice_pushes_due_idx through every tenant's due pushes and filters out the others'.
+ */
+const dueFor = (
+  owner: string,
+  tenant: SQL,
+) => sql`p.status IN ('queued', 'failed') AND p.connection_id = ${tenant}
+  AND (p.connection_id, p.next_attempt_at) <= (${tenant}, now())
+  AND (p.lease_expires_at IS NULL OR p.lease_expires_at < now() OR p.lease_owner = ${owner})`;
+
 const sendable = sql`c.status = 'active' AND g.status = 'active'
   AND g.access_token_enc IS NOT NULL AND g.access_expires_at > now() + interval '5 seconds'`;
+
+/**
+ * The most tenants with open pushes one claim looks at: it skips through them from a random one,
+ * wrapping round, so its cost stays bounded however many tenants have work, and every tenant is
+ * reached in turn. Among those it looks at, the least recently served go first.
+ */
+export const tenantsVisited = (batchSize: number) => Math.max(200, 4 * batchSize);
+
+/** The current sub-window's number for `w`: epoch milliseconds ÷ its length (budget.ts). */
+export const subWindowAt = (w: SubWindows, at: SQL = sql`now()`) =>
+  sql`floor(extract(epoch FROM ${at}) * 1000 / ${w.subMs})::bigint`;
 
 /** The calls a tenant's row still allows, read from the row itself (the latest version once locked). */
 function room(b: XeroBudget): SQL {
   return sql`least(
-    ${b.concurrent} - cardinality(xero_budget_live(c.budget_slots, now())),
-    ${b.perMinute} - cardinality(xero_budget_live(c.budget_minute, now() - ${interval(countedMs(b, b.minuteMs))})),
-    ${b.perDay} - cardinality(xero_budget_live(c.budget_day, now() - ${interval(countedMs(b, b.dayMs))})))`;
+    ${b.concurrent} - ${slotsHeld(sql`c.budget_slots`)},
+    ${b.perMinute} - ${windowUsed(sql`c.budget_minute_counts`, sql`c.budget_minute_at`, sql`stamp.minute_at`)},
+    ${b.perDay} - ${windowUsed(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`stamp.day_at`)})`;
 }
 
 /**
@@ -76,14 +105,18 @@ function room(b: XeroBudget): SQL {
  * 1. locks the app's row (`xero_app_limits`, id 'app') first: claims, settles and signal writes all
  *    queue there, so their updates of several connection rows never deadlock, and the app's minute
  *    is counted by one writer at a time;
- * 2. offers each tenant with due pushes and room (as the statement's snapshot shows it) a fair share
- *    of the batch and of the app's minute (least recently served first, so a 10,000-push backlog gets
- *    its share and no more), so a tenant whose slots are all held takes no share from the others;
- * 3. grants each tenant what its own row allows (5 in flight, 60 a rolling minute, 5,000 a rolling
+ * 2. finds tenants with open pushes by skipping through the (connection_id, next_attempt_at) partial
+ *    index, one probe per such tenant, from a random one and at most tenantsVisited() of them:
+ *    tenants with nothing queued cost nothing, and neither does how full anyone's windows are (each
+ *    is a fixed number of counters);
+ * 3. offers each of them with due pushes and room (as the statement's snapshot shows it) a fair share
+ *    of the batch and of the app's minute, least recently served first, so a 10,000-push backlog gets
+ *    its share and no more, and a tenant whose slots are all held takes no share from the others;
+ * 4. grants each tenant what its own row allows (5 in flight, 60 a rolling minute, 5,000 a rolling
  *    day), computed by the UPDATE from the latest row version, so two replicas claiming at once
  *    cannot both spend the same room; a parked tenant (429 `day`) or a paused app (429 `appminute`)
  *    gets nothing, and its pushes are not claimed (no attempt spent);
- * 4. leases that many of each tenant's oldest due pushes (FOR UPDATE SKIP LOCKED). A slot's stamp is
+ * 5. leases that many of each tenant's oldest due pushes (FOR UPDATE SKIP LOCKED). A slot's stamp is
  *    the lease expiry, so a crashed replica's slots come back when its leases expire.
  *
  * Pushes that cannot be sent (no connection, an inactive one, a token about to expire) are claimed
@@ -91,59 +124,104 @@ function room(b: XeroBudget): SQL {
  */
 export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim> {
   const b = o.budget;
+  const minute = subWindows(b, 'minute');
+  const day = subWindows(b, 'day');
+  // Literal status list: it must match the partial index's predicate.
+  const open = sql`p.status IN ('queued', 'failed')`;
+  const visits = tenantsVisited(o.batchSize);
+  // A parameter, not a CTE column, so that the planner can start the index scan there.
+  const start = o.from ?? crypto.randomUUID();
   const rows = rowsOf<
-    ClaimedPush & { kind: 'push' | 'grant'; granted: number; slot_us: string; claim_us: string }
+    ClaimedPush & {
+      kind: 'push' | 'grant';
+      granted: number;
+      slot_us: string;
+      claim_us: string;
+      minute_at: string;
+      day_at: string;
+    }
   >(
     // The leading comment names the statement within pg_stat_activity's first 1024 bytes of it
     // (track_activity_query_size), which is all an operator, or a test, sees of a waiting claim.
     await db.execute(sql`/* push claim: UPDATE invoice_pushes within Xero's budget */
-      WITH stamp AS (SELECT now() AS at, now() + ${interval(o.leaseMs)} AS slot),
+      WITH RECURSIVE stamp AS (
+        SELECT now() AS at, now() + ${interval(o.leaseMs)} AS slot, ${start}::uuid AS start,
+               ${subWindowAt(minute)} AS minute_at, ${subWindowAt(day)} AS day_at),
       app AS (
-        SELECT a.id, xero_budget_live(a.budget_minute, now() - ${interval(countedMs(b, b.minuteMs))}) AS minute,
+        SELECT a.id, ${windowUsed(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`stamp.minute_at`)} AS used,
                coalesce(a.paused_until > now(), false) AS paused
-        FROM xero_app_limits a WHERE a.id = 'app' FOR UPDATE),
+        FROM xero_app_limits a CROSS JOIN stamp WHERE a.id = 'app' FOR UPDATE OF a),
       total AS (
         SELECT CASE WHEN app.paused THEN 0
-                    ELSE greatest(0, least(${o.batchSize}, ${b.appPerMinute} - cardinality(app.minute))) END AS n
+                    ELSE greatest(0, least(${o.batchSize}, ${b.appPerMinute} - app.used)) END AS n
         FROM app),
-      wanting AS (
-        SELECT c.id, (SELECT max(s) FROM unnest(c.budget_minute) AS s) AS last_served,
-               (SELECT count(*) FROM (SELECT 1 FROM invoice_pushes p WHERE p.connection_id = c.id AND ${due(o.owner)}
-                                      LIMIT ${b.concurrent}) d)::int AS due,
-               ${room(b)} AS room
-        FROM xero_connections c JOIN xero_grants g ON g.id = c.grant_id
-        WHERE ${sendable} AND (c.parked_until IS NULL OR c.parked_until <= now())),
+      open_tenants AS (
+        (SELECT p.connection_id AS id, 1 AS k FROM invoice_pushes p CROSS JOIN stamp
+         WHERE ${open} AND p.connection_id > ${start}::uuid ORDER BY p.connection_id LIMIT 1)
+        UNION ALL
+        SELECT (SELECT p.connection_id FROM invoice_pushes p WHERE ${open} AND p.connection_id > t.id
+                ORDER BY p.connection_id LIMIT 1), t.k + 1
+        FROM open_tenants t WHERE t.id IS NOT NULL AND t.k < ${visits}),
+      wrapped AS (
+        (SELECT p.connection_id AS id, 1 AS k FROM invoice_pushes p
+         WHERE ${open} AND p.connection_id IS NOT NULL AND (SELECT count(id) FROM open_tenants) < ${visits}
+         ORDER BY p.connection_id LIMIT 1)
+        UNION ALL
+        SELECT (SELECT p.connection_id FROM invoice_pushes p WHERE ${open} AND p.connection_id > w.id
+                ORDER BY p.connection_id LIMIT 1), w.k + 1
+        FROM wrapped w CROSS JOIN stamp
+        WHERE w.id IS NOT NULL AND w.id < stamp.start AND w.k + (SELECT count(id) FROM open_tenants) < ${visits}),
+      visited AS (
+        SELECT id FROM open_tenants WHERE id IS NOT NULL
+        UNION
+        SELECT w.id FROM wrapped w CROSS JOIN stamp WHERE w.id IS NOT NULL AND w.id <= stamp.start),
+      candidates AS (
+        SELECT c.* FROM visited t CROSS JOIN LATERAL (
+          -- LIMIT 1 keeps this a lookup by primary key per tenant found, never a join over every connection.
+          SELECT c.id, c.budget_served_at AS last_served, (${sendable}) AS sendable,
+                 (c.parked_until IS NULL OR c.parked_until <= now()) AS unparked,
+                 (SELECT count(*) FROM (SELECT 1 FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`c.id`)}
+                                        LIMIT ${b.concurrent}) d)::int AS due,
+                 ${room(b)} AS room
+          FROM xero_connections c JOIN xero_grants g ON g.id = c.grant_id CROSS JOIN stamp
+          WHERE c.id = t.id LIMIT 1) c),
       ranked AS (
         SELECT id, least(due, room) AS due, row_number() OVER (ORDER BY last_served NULLS FIRST, id) AS r,
                count(*) OVER () AS n
-        FROM wanting WHERE due > 0 AND room > 0),
+        FROM candidates WHERE sendable AND unparked AND due > 0 AND room > 0),
       offer AS (
         SELECT ranked.id,
                least(ranked.due, total.n / ranked.n + CASE WHEN ranked.r <= total.n % ranked.n THEN 1 ELSE 0 END) AS n
         FROM ranked CROSS JOIN total),
       granted AS (
+        -- The room is computed once, from the row's latest version (an UPDATE that waited for the row
+        -- re-reads it), and spent on every counter. A tenant whose room is gone by then gets 0.
         UPDATE xero_connections c SET
-          budget_slots = xero_budget_add(xero_budget_live(c.budget_slots, now()), stamp.slot,
-                                         least(o.n, ${room(b)})::int),
-          budget_minute = xero_budget_add(
-            xero_budget_live(c.budget_minute, now() - ${interval(countedMs(b, b.minuteMs))}), stamp.at, least(o.n, ${room(b)})::int),
-          budget_day = xero_budget_add(
-            xero_budget_live(c.budget_day, now() - ${interval(countedMs(b, b.dayMs))}), stamp.at, least(o.n, ${room(b)})::int)
+          (budget_slots, budget_minute_counts, budget_minute_at, budget_day_counts, budget_day_at, budget_served_at) = (
+            SELECT ${slotsAdd(sql`c.budget_slots`, sql`stamp.slot`, sql`r.g`)},
+                   ${windowAdd(sql`c.budget_minute_counts`, sql`c.budget_minute_at`, sql`stamp.minute_at`, minute.n, sql`r.g`)},
+                   greatest(c.budget_minute_at, stamp.minute_at),
+                   ${windowAdd(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`stamp.day_at`, day.n, sql`r.g`)},
+                   greatest(c.budget_day_at, stamp.day_at),
+                   CASE WHEN r.g > 0 THEN stamp.at ELSE c.budget_served_at END
+            FROM (SELECT greatest(0, least(o.n, ${room(b)}))::int AS g) AS r)
         FROM offer o CROSS JOIN stamp
-        WHERE c.id = o.id AND o.n > 0 AND ${room(b)} > 0
+        WHERE c.id = o.id AND o.n > 0 AND ${slotsHeld(sql`c.budget_slots`)} < ${b.concurrent}
+          AND c.id = ANY(ARRAY(SELECT id FROM offer WHERE n > 0))
         RETURNING c.id, (SELECT count(*) FROM unnest(c.budget_slots) AS s WHERE s = stamp.slot)::int AS n),
       picked AS (
         SELECT p.id FROM granted gr CROSS JOIN LATERAL (
-          SELECT p.id FROM invoice_pushes p WHERE p.connection_id = gr.id AND ${due(o.owner)}
-          ORDER BY p.next_attempt_at LIMIT gr.n FOR UPDATE SKIP LOCKED) p),
+          SELECT p.id FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`gr.id`)}
+          ORDER BY p.connection_id, p.next_attempt_at LIMIT gr.n FOR UPDATE SKIP LOCKED) p
+        WHERE gr.n > 0),
       orphans AS (
         SELECT p.id FROM invoice_pushes p WHERE p.connection_id IS NULL AND ${due(o.owner)}
         ORDER BY p.next_attempt_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED),
       unsendable AS (
-        SELECT p.id FROM xero_connections c JOIN xero_grants g ON g.id = c.grant_id CROSS JOIN LATERAL (
-          SELECT p.id FROM invoice_pushes p WHERE p.connection_id = c.id AND ${due(o.owner)}
-          ORDER BY p.next_attempt_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED) p
-        WHERE NOT (${sendable})
+        SELECT p.id FROM candidates c CROSS JOIN LATERAL (
+          SELECT p.id FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`c.id`)}
+          ORDER BY p.connection_id, p.next_attempt_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED) p
+        WHERE NOT c.sendable
         LIMIT ${o.batchSize}),
       claimed AS (
         UPDATE invoice_pushes SET
@@ -157,24 +235,32 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
                   xero_marker, (extract(epoch FROM now() - xero_key_sent_at) * 1000)::float8 AS xero_key_age_ms),
       app_spent AS (
         UPDATE xero_app_limits a SET
-          budget_minute = xero_budget_add(app.minute, stamp.at, (SELECT coalesce(sum(n), 0) FROM granted)::int),
+          budget_minute_counts = ${windowAdd(
+            sql`a.budget_minute_counts`,
+            sql`a.budget_minute_at`,
+            sql`stamp.minute_at`,
+            minute.n,
+            sql`(SELECT coalesce(sum(n), 0) FROM granted)::int`,
+          )},
+          budget_minute_at = greatest(a.budget_minute_at, stamp.minute_at),
           updated_at = now()
-        FROM app CROSS JOIN stamp WHERE a.id = app.id
+        FROM app CROSS JOIN stamp WHERE a.id = app.id AND EXISTS (SELECT 1 FROM granted WHERE n > 0)
         RETURNING 1)
       SELECT 'push' AS kind, p.id, p.connection_id, p.payload, p.attempts, c.tenant_id, c.grant_id, c.active,
              c.token_version, c.token_fresh, NULL::int AS granted, NULL::text AS slot_us, NULL::text AS claim_us,
-             p.next_attempt_at, p.status, p.xero_key_generation, p.xero_key_age_ms, p.xero_in_doubt, p.xero_marker
+             NULL::text AS minute_at, NULL::text AS day_at, p.next_attempt_at, p.status, p.xero_key_generation,
+             p.xero_key_age_ms, p.xero_in_doubt, p.xero_marker
       FROM claimed p LEFT JOIN LATERAL (
         SELECT xc.tenant_id, xc.grant_id, (xc.status = 'active' AND g.status = 'active') AS active, g.token_version,
                (g.access_token_enc IS NOT NULL AND g.access_expires_at > now() + interval '5 seconds') AS token_fresh
         FROM xero_connections xc JOIN xero_grants g ON g.id = xc.grant_id
-        WHERE xc.id = p.connection_id) c ON true
+        WHERE xc.id = p.connection_id LIMIT 1) c ON true
       UNION ALL
       SELECT 'grant', NULL, gr.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, gr.n,
              (extract(epoch FROM stamp.slot) * 1000000)::bigint::text, (extract(epoch FROM stamp.at) * 1000000)::bigint::text,
-             NULL, NULL, NULL, NULL, NULL, NULL
+             stamp.minute_at::text, stamp.day_at::text, NULL, NULL, NULL, NULL, NULL, NULL
       FROM granted gr CROSS JOIN stamp
-      WHERE (SELECT count(*) FROM app_spent) >= 0
+      WHERE gr.n > 0 AND (SELECT count(*) FROM app_spent) >= 0
       ORDER BY kind DESC, next_attempt_at`),
   );
   const pushes: ClaimedPush[] = [];
@@ -186,6 +272,8 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
         granted: Number(row.granted),
         slotUs: String(row.slot_us),
         claimUs: String(row.claim_us),
+        minuteAt: String(row.minute_at),
+        dayAt: String(row.day_at),
       });
     } else pushes.push(row);
   }

@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../platform/db/types.js';
 import type { BudgetGrant } from './claim.js';
+import { windowRemove } from './window-sql.js';
 
 /** What a push's row becomes; absent fields keep their value. */
 export interface Settlement {
@@ -28,7 +29,8 @@ export interface Settlement {
  * `p.id = ANY(...)` lets the planner find the rows by primary key instead of scanning the table.
  *
  * The same statement gives back the budget the claim took (BudgetGrant): each tenant's slots, and the
- * counted calls that were not made (`used` says how many were). It locks the app's row first, like the
+ * counted calls that were not made (`used` says how many were), from the sub-windows they were counted
+ * in (one already aged out has nothing left to give back). It locks the app's row first, like the
  * claim, so the two never deadlock over connection rows. A batch that dies before it settles gives
  * nothing back: its slots expire with its leases, and its counted calls with their window.
  */
@@ -51,21 +53,22 @@ export async function settlePushes(
       released AS (
         UPDATE xero_connections AS c SET
           budget_slots = xero_budget_remove(c.budget_slots, v.slot_us, v.granted),
-          budget_minute = xero_budget_remove(c.budget_minute, v.claim_us, v.unused),
-          budget_day = xero_budget_remove(c.budget_day, v.claim_us, v.unused)
+          budget_minute_counts = ${windowRemove(sql`c.budget_minute_counts`, sql`c.budget_minute_at`, sql`v.minute_at`, sql`v.unused`)},
+          budget_day_counts = ${windowRemove(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`v.day_at`, sql`v.unused`)}
         FROM unnest(
           ${grant((g) => g.connectionId)}::uuid[],
           ${grant((g) => g.slotUs)}::bigint[],
           ${grant((g) => g.granted)}::int[],
-          ${grant((g) => g.claimUs)}::bigint[],
+          ${grant((g) => g.minuteAt)}::bigint[],
+          ${grant((g) => g.dayAt)}::bigint[],
           ${grant(unused)}::int[]
-        ) AS v(id, slot_us, granted, claim_us, unused) LEFT JOIN app ON true
+        ) AS v(id, slot_us, granted, minute_at, day_at, unused) LEFT JOIN app ON true
         WHERE c.id = v.id
-        RETURNING v.claim_us, v.unused),
+        RETURNING v.minute_at, v.unused),
       app_released AS (
         UPDATE xero_app_limits AS a SET
-          budget_minute = xero_budget_remove(a.budget_minute, r.claim_us, r.unused::int)
-        FROM (SELECT min(claim_us) AS claim_us, sum(unused) AS unused FROM released) r, app
+          budget_minute_counts = ${windowRemove(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`r.minute_at`, sql`r.unused::int`)}
+        FROM (SELECT min(minute_at) AS minute_at, sum(unused) AS unused FROM released) r, app
         WHERE a.id = app.id AND r.unused > 0
         RETURNING 1)
       UPDATE invoice_pushes AS p SET

@@ -1,7 +1,7 @@
-import { sql } from 'drizzle-orm';
-import { interval } from '../../platform/db/interval.js';
+import { type SQL, sql } from 'drizzle-orm';
 import type { Database } from '../../platform/db/types.js';
-import { countedMs, type XeroBudget } from './budget.js';
+import { subWindows, type XeroBudget } from './budget.js';
+import { subWindowAt } from './claim.js';
 
 /** Xero answered 401: expire these grants' access tokens so the refresh tick renews them first. */
 export async function expireAccessTokens(db: Database, grantIds: readonly string[]): Promise<void> {
@@ -42,7 +42,7 @@ export interface AppSignals {
  * Stores what Xero's answers said, where the next claim (on any replica) reads it: the remaining counts
  * (for operators), a park (429 `day`) or an app pause (429 `appminute`), and the budget lowered to
  * what Xero says is left. A tenant whose X-MinLimit-Remaining says 10 while our count says 40 are
- * left gets 30 calls counted now (they age out with the window like any other): the budget takes the
+ * left gets 30 calls counted in the current sub-window (they age out with the window like any other): the budget takes the
  * lower of the two, never the sum, so our own calls are not counted twice. Likewise for the day and
  * for X-AppMinLimit-Remaining. Locks the app's row first, like the claim.
  */
@@ -54,16 +54,19 @@ export async function recordLimitSignals(
 ): Promise<void> {
   if (tenants.length === 0 && app === null) return;
   const column = <T>(pick: (s: TenantSignals) => T) => sql.param(tenants.map(pick));
-  const since = (windowMs: number) => sql`now() - ${interval(countedMs(budget, windowMs))}`;
-  const lowered = (
-    stamps: ReturnType<typeof sql>,
-    limit: number,
-    remaining: ReturnType<typeof sql>,
-    windowMs: number,
-  ) =>
-    sql`CASE WHEN ${remaining} IS NULL THEN ${stamps} ELSE xero_budget_add(
-          xero_budget_live(${stamps}, ${since(windowMs)}), now(),
-          (${limit} - ${remaining}) - cardinality(xero_budget_live(${stamps}, ${since(windowMs)}))) END`;
+  const minute = subWindows(budget, 'minute');
+  const day = subWindows(budget, 'day');
+  // Counts the calls Xero's count holds beyond ours in the current sub-window: `table` is `c` or `a`.
+  const lowered = (table: SQL, window: 'minute' | 'day', limit: number, remaining: SQL) => {
+    const w = window === 'minute' ? minute : day;
+    const counts = sql`${table}.${sql.raw(`budget_${window}_counts`)}`;
+    const at = sql`${table}.${sql.raw(`budget_${window}_at`)}`;
+    const now = subWindowAt(w);
+    return sql`${sql.raw(`budget_${window}_counts`)} = CASE WHEN ${remaining} IS NULL THEN ${counts}
+          ELSE xero_window_add(${counts}, ${at}, ${now}, ${w.n},
+                               (${limit} - ${remaining}) - xero_window_used(${counts}, ${at}, ${now})) END,
+        ${sql.raw(`budget_${window}_at`)} = CASE WHEN ${remaining} IS NULL THEN ${at} ELSE greatest(${at}, ${now}) END`;
+  };
   const appRemaining = sql`${app?.appMinRemaining ?? null}::int`;
   await db.execute(sql`
     WITH app AS (SELECT a.id FROM xero_app_limits a WHERE a.id = 'app' FOR UPDATE),
@@ -74,8 +77,8 @@ export async function recordLimitSignals(
         limits_seen_at = now(),
         parked_until = CASE WHEN v.park_ms IS NULL THEN c.parked_until
                             ELSE greatest(c.parked_until, now() + v.park_ms * interval '1 millisecond') END,
-        budget_minute = ${lowered(sql`c.budget_minute`, budget.perMinute, sql`v.min_remaining`, budget.minuteMs)},
-        budget_day = ${lowered(sql`c.budget_day`, budget.perDay, sql`v.day_remaining`, budget.dayMs)}
+        ${lowered(sql`c`, 'minute', budget.perMinute, sql`v.min_remaining`)},
+        ${lowered(sql`c`, 'day', budget.perDay, sql`v.day_remaining`)}
       FROM unnest(
         ${column((s) => s.connectionId)}::uuid[],
         ${column((s) => s.minRemaining)}::int[],
@@ -89,7 +92,7 @@ export async function recordLimitSignals(
         app_min_remaining = coalesce(${appRemaining}, a.app_min_remaining),
         paused_until = CASE WHEN ${app?.pausedForMs ?? null}::bigint IS NULL THEN a.paused_until
                             ELSE greatest(a.paused_until, now() + ${app?.pausedForMs ?? null}::bigint * interval '1 millisecond') END,
-        budget_minute = ${lowered(sql`a.budget_minute`, budget.appPerMinute, appRemaining, budget.minuteMs)},
+        ${lowered(sql`a`, 'minute', budget.appPerMinute, appRemaining)},
         updated_at = now()
       FROM app
       WHERE a.id = app.id AND ${app !== null}

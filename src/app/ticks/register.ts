@@ -5,9 +5,10 @@ import type { AppConfig } from '../config.js';
 import { AccessTokenCache } from '../connections/grants.js';
 import { pushDueInvoices } from '../push/tick.js';
 import type { XeroClient } from '../xero/client.js';
+import { prunePushes } from './prune-pushes.js';
 import { CredentialsState, refreshExpiringTokens } from './refresh-tokens.js';
 
-export const TICKS = { push: 'push-invoices', refresh: 'refresh-tokens' } as const;
+export const TICKS = { push: 'push-invoices', refresh: 'refresh-tokens', prune: 'prune-pushes' } as const;
 
 export interface TickSetup {
   config: AppConfig;
@@ -62,9 +63,26 @@ export function createTicks({ config, xero, box, owner, log }: TickSetup) {
 export function appTicks(setup: TickSetup): AppTick[] {
   if (!setup.config.xero.clientId) {
     setup.log.warn('Xero is not configured (XERO_CLIENT_ID): the push and token-refresh ticks are off');
-    return [];
+    return retentionTick(setup.config);
   }
   const ticks = createTicks(setup);
   const intervalMs = setup.config.tickIntervalMs;
-  return [TICKS.refresh, TICKS.push].map((name) => ({ name, intervalMs, run: ticks[name] }));
+  return [
+    ...[TICKS.refresh, TICKS.push].map((name) => ({ name, intervalMs, run: ticks[name] })),
+    ...retentionTick(setup.config),
+  ];
+}
+
+/** The retention tick, when PUSH_RETENTION_DAYS is set: at most 10,000 rows a run, 1,000 a statement. */
+function retentionTick(config: TickSetup['config']): AppTick[] {
+  const retentionDays = config.pushRetentionDays;
+  if (retentionDays === undefined) return [];
+  return [
+    {
+      name: TICKS.prune,
+      intervalMs: config.tickIntervalMs,
+      run: (db: Parameters<typeof prunePushes>[0]) =>
+        prunePushes(db, { retentionDays, batchSize: 1000, maxBatches: 10 }),
+    },
+  ];
 }
