@@ -7,7 +7,7 @@ import { type AppConfig, loadAppConfig } from './config.js';
 import { answerAppError } from './errors.js';
 import { observeQueueDepth } from './metrics/queue-depth.js';
 import { tokenRefreshCounter } from './metrics/token-refreshes.js';
-import { latestMigrationAt, migrations } from './migrations.gen.js';
+import { latestMigrationAt } from './migrations.gen.js';
 import { appRoutes } from './routes.js';
 import type { RefreshTickResult } from './ticks/refresh-tokens.js';
 import { appTicks, TICKS } from './ticks/register.js';
@@ -22,7 +22,6 @@ const DEV_TOKEN_KEY_PATH = '.data/token-encryption-key';
 export const honestHealth: AppModule<AppConfig, AuthEnv> = {
   loadConfig: loadAppConfig,
   tickNames: Object.values(TICKS),
-  migrations,
   latestMigrationAt,
   create: async (config, context) => (await buildHonestHealth(config, context)).app,
 };

@@ -94,8 +94,16 @@ export interface AppModule<C = unknown, E extends AppEnv = AppEnv> {
   loadConfig(env: Env): C;
   /** Every tick the app may run, enabled or not: their heartbeat variables are read by name. */
   tickNames: readonly string[];
-  /** Run at boot by processes; an isolate checks the newest one's timestamp instead (db:migrate). */
-  migrations: readonly Migration[];
+  /** The newest bundled migration's timestamp: an isolate checks the schema is at it (db:migrate). */
   latestMigrationAt: number;
   create(config: C, context: AppContext): Promise<AppInstance<E>>;
+}
+
+/**
+ * What a long-lived process (Node, Bun) runs: the app module with the migrations it applies at boot.
+ * Apart from AppModule so that an isolate's bundle, which only checks `latestMigrationAt`, leaves the
+ * migrations' SQL out.
+ */
+export interface ProcessAppModule<C = unknown, E extends AppEnv = AppEnv> extends AppModule<C, E> {
+  migrations: readonly Migration[];
 }

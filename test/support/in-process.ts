@@ -3,6 +3,7 @@
 // with `shell.request()` instead of through a socket. No child process, no cluster, no network. The
 // database is the embedded driver (src/platform/db/drivers/pglite.ts) on a data directory of its own.
 import { honestHealth } from '../../src/app/module.js';
+import { honestHealthProcess } from '../../src/app/process-module.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { createDriver } from '../../src/platform/db/driver.js';
 import type { DatabaseHandle } from '../../src/platform/db/handle.js';
@@ -68,7 +69,9 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
   };
   if (!options.driver) {
     await driver.ready();
-    await migrate(database.pool, honestHealth.migrations, log, { timeoutMs: config.migrationLockTimeoutMs });
+    await migrate(database.pool, honestHealthProcess.migrations, log, {
+      timeoutMs: config.migrationLockTimeoutMs,
+    });
     await reloadIndexes();
   }
 

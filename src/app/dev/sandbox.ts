@@ -10,7 +10,7 @@ import { IN_PROCESS_ORIGIN, inProcessFetch } from '../../../tools/xero-sandbox/i
 import type { Env } from '../../platform/config.js';
 import type { Database } from '../../platform/db/types.js';
 import type { Logger } from '../../platform/log.js';
-import type { AppIndex, AppModule } from '../../platform/module.js';
+import type { AppIndex, ProcessAppModule } from '../../platform/module.js';
 import type { SecretBox } from '../../platform/secret-box.js';
 import type { AuthEnv } from '../auth.js';
 import type { AppConfig } from '../config.js';
@@ -18,6 +18,7 @@ import { chooseConnection } from '../connections/choose.js';
 import { saveGrant } from '../connections/grants.js';
 import { buildHonestHealth, honestHealth } from '../module.js';
 import { createOrganization, organizationsNamed } from '../organizations.js';
+import { honestHealthProcess } from '../process-module.js';
 import { authEventIdOf } from '../xero/client.js';
 
 export const DEVELOPMENT_ORGANIZATION = 'Development (Xero sandbox)';
@@ -36,8 +37,8 @@ export function wantsDevelopmentSandbox(env: Env): boolean {
   );
 }
 
-export const honestHealthWithDevelopmentSandbox: AppModule<DevelopmentConfig, AuthEnv> = {
-  ...honestHealth,
+export const honestHealthWithDevelopmentSandbox: ProcessAppModule<DevelopmentConfig, AuthEnv> = {
+  ...honestHealthProcess,
   loadConfig: (env) => ({
     ...honestHealth.loadConfig(env),
     developmentSandbox: wantsDevelopmentSandbox(env),

@@ -14,7 +14,7 @@ import { createTickRunner, type TickRunner } from '../jobs/tick.js';
 import { loadTickHealthConfig, type TickHealthConfig } from '../jobs/tick-health-config.js';
 import { intervalMonitorConfig, TickMonitor } from '../jobs/tick-monitor.js';
 import { createLogger } from '../log.js';
-import type { AppEnv, AppInstance, AppModule } from '../module.js';
+import type { AppEnv, AppInstance, ProcessAppModule } from '../module.js';
 import { bootInterruptedExitCode, createShutdown } from '../shutdown.js';
 import { loadTelemetryConfig } from '../telemetry/config.js';
 import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
@@ -51,7 +51,7 @@ const BOOT_INTERRUPT_GRACE_MS = 1500;
  * a hard failure it logs, reports, cleans up and exits 1 before ever listening.
  */
 export async function startProcess<C, E extends AppEnv>(
-  module: AppModule<C, E>,
+  module: ProcessAppModule<C, E>,
   runtime: ProcessRuntime,
 ): Promise<void> {
   // Before the configuration is read, so even a boot that fails on it says what it ran on.

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { startProcess } from '../lifecycle/process.js';
-import type { AppEnv, AppModule } from '../module.js';
+import type { AppEnv, ProcessAppModule } from '../module.js';
 import { listenBun } from './bun-listener.js';
 
 // `bun --hot` (npm run dev:bun) evaluates the entry again, in the same process, on every change; only
@@ -10,7 +10,7 @@ type Instance = { stop(): Promise<void> };
 const hot = globalThis as { honestHealthBun?: Instance };
 
 /** Runs the app as a Bun process: the process lifecycle with Bun.serve, signals, exit and hot reload. */
-export async function runOnBun<C, E extends AppEnv>(module: AppModule<C, E>): Promise<void> {
+export async function runOnBun<C, E extends AppEnv>(module: ProcessAppModule<C, E>): Promise<void> {
   await hot.honestHealthBun?.stop();
 
   let reloading = false;

@@ -1,12 +1,12 @@
 import { hostname } from 'node:os';
 import { startProcess } from '../lifecycle/process.js';
-import type { AppEnv, AppModule } from '../module.js';
+import type { AppEnv, ProcessAppModule } from '../module.js';
 import { listenNode } from './node-listener.js';
 
 const SIGNALS = ['SIGTERM', 'SIGINT'] as const;
 
 /** Runs the app as a Node process: the process lifecycle with Node's listener, signals and exit. */
-export async function runOnNode<C, E extends AppEnv>(module: AppModule<C, E>): Promise<void> {
+export async function runOnNode<C, E extends AppEnv>(module: ProcessAppModule<C, E>): Promise<void> {
   const listeners: Record<(typeof SIGNALS)[number], () => void> = { SIGTERM: () => {}, SIGINT: () => {} };
   await startProcess(module, {
     name: 'node',
