@@ -229,10 +229,11 @@ describe('the Worker through a Hyperdrive binding, in workerd', () => {
     const mf = worker(url, sandboxEnv(sandbox));
     await readyz(mf);
     // The tick's claim waits on a held table lock; its backend is terminated, then the lock let go.
+    // EXCLUSIVE holds writes only: the refresh tick, which runs first, reads due pushes.
     const locker = new pg.Client(url);
     await locker.connect();
     await locker.query('BEGIN');
-    await locker.query('LOCK TABLE invoice_pushes IN ACCESS EXCLUSIVE MODE');
+    await locker.query('LOCK TABLE invoice_pushes IN EXCLUSIVE MODE');
     const fetcher = (await mf.getWorker()) as unknown as { scheduled(o: { cron: string }): Promise<unknown> };
     const run = fetcher.scheduled({ cron: '* * * * *' });
     const dbName = new URL(url).pathname.slice(1);
