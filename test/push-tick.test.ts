@@ -10,7 +10,7 @@ import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { refreshExpiringTokens } from '../src/app/ticks/refresh-tokens.js';
 import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
-import type { SecretBox } from '../src/platform/secret-box.js';
+import type { SecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';

@@ -16,11 +16,11 @@ import { createOrganization, removeOrganization } from '../src/app/organizations
 import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { authEventIdOf, createXeroClient } from '../src/app/xero/client.js';
-import { loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { DatabaseHandle } from '../src/platform/db/handle.js';
 import { migrate } from '../src/platform/db/migrate.js';
-import type { SecretBox } from '../src/platform/secret-box.js';
+import { loadConfig } from '../src/platform/util/config.js';
+import type { SecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';

@@ -10,7 +10,7 @@ import type { DatabaseHandle } from '../src/platform/db/handle.js';
 import { DatabaseUnavailableError } from '../src/platform/db/poison-retry.js';
 import type { Database } from '../src/platform/db/types.js';
 import { createTickRunner } from '../src/platform/jobs/tick.js';
-import type { SecretBox } from '../src/platform/secret-box.js';
+import type { SecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';

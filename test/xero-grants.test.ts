@@ -16,7 +16,7 @@ import {
 } from '../src/app/ticks/refresh-tokens.js';
 import { createXeroClient } from '../src/app/xero/client.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
-import type { SecretBox } from '../src/platform/secret-box.js';
+import type { SecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';

@@ -16,7 +16,7 @@ import { type RefreshTickDeps, refreshExpiringTokens } from '../src/app/ticks/re
 import { createXeroClient } from '../src/app/xero/client.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
 import type { Database } from '../src/platform/db/types.js';
-import { createSecretBox, generateKeyBase64, type SecretBox } from '../src/platform/secret-box.js';
+import { createSecretBox, generateKeyBase64, type SecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';

@@ -1,6 +1,6 @@
-import { ConfigError } from '../platform/config.js';
-import type { AppContext, AppInstance, AppModule } from '../platform/module.js';
-import { createSecretBox, type SecretBox } from '../platform/secret-box.js';
+import type { AppContext, AppInstance, AppModule } from '../platform/http/module.js';
+import { ConfigError } from '../platform/util/config.js';
+import { createSecretBox, type SecretBox } from '../platform/util/secret-box.js';
 import { ApiKeyIndex } from './api-key-index.js';
 import type { AuthEnv } from './auth.js';
 import { type AppConfig, loadAppConfig } from './config.js';

@@ -8,8 +8,8 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/platform/config.js';
 import { loadInternalEndpointsConfig } from '../../src/platform/http/internal-endpoints.js';
+import { loadConfig } from '../../src/platform/util/config.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const read = (path: string) => readFileSync(join(root, path), 'utf8');

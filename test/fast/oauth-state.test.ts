@@ -11,7 +11,7 @@ import {
   startFlow,
 } from '../../src/app/connections/oauth-state.js';
 import { createOrganization } from '../../src/app/organizations.js';
-import type { SecretBox } from '../../src/platform/secret-box.js';
+import type { SecretBox } from '../../src/platform/util/secret-box.js';
 import { type InProcessApp, startInProcess } from '../support/in-process.js';
 import { testBox } from '../support/ticks.js';
 

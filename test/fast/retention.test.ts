@@ -8,8 +8,8 @@ import { createOrganization } from '../../src/app/organizations.js';
 import { prunePushes } from '../../src/app/ticks/prune-pushes.js';
 import { appTicks, TICKS } from '../../src/app/ticks/register.js';
 import type { XeroClient } from '../../src/app/xero/client.js';
-import { createLogger } from '../../src/platform/log.js';
-import { createSecretBox } from '../../src/platform/secret-box.js';
+import { createLogger } from '../../src/platform/util/log.js';
+import { createSecretBox } from '../../src/platform/util/secret-box.js';
 import { type InProcessApp, startInProcess } from '../support/in-process.js';
 import { TEST_TOKEN_KEY } from '../support/server.js';
 

@@ -2,7 +2,11 @@
 // bound to their place by associated data, each ciphertext naming its key so keys can rotate.
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { createSecretBox, generateKeyBase64, SecretBoxOpenError } from '../../src/platform/secret-box.js';
+import {
+  createSecretBox,
+  generateKeyBase64,
+  SecretBoxOpenError,
+} from '../../src/platform/util/secret-box.js';
 
 const KEY = Buffer.alloc(32, 7).toString('base64');
 

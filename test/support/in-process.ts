@@ -3,17 +3,17 @@
 // with `shell.request()` instead of through a socket. No child process, no cluster, no network. The
 // database is the embedded driver (src/platform/db/drivers/pglite.ts) on a data directory of its own.
 import { honestHealth } from '../../src/app/module.js';
-import { loadConfig } from '../../src/platform/config.js';
 import { createDriver } from '../../src/platform/db/driver.js';
 import type { DatabaseHandle } from '../../src/platform/db/handle.js';
 import { migrate } from '../../src/platform/db/migrate.js';
 import type { DatabaseDriver } from '../../src/platform/db/types.js';
-import { disabledErrorTracker } from '../../src/platform/error-tracking.js';
-import { ReadinessGate } from '../../src/platform/gate.js';
+import { ReadinessGate } from '../../src/platform/http/gate.js';
 import { createShell, type ServedScope } from '../../src/platform/http/shell.js';
 import { createDatabases } from '../../src/platform/lifecycle/databases.js';
-import { createLogger, type Logger } from '../../src/platform/log.js';
-import { noTelemetry } from '../../src/platform/telemetry/telemetry.js';
+import { loadConfig } from '../../src/platform/util/config.js';
+import { disabledErrorTracker } from '../../src/platform/util/error-tracking.js';
+import { createLogger, type Logger } from '../../src/platform/util/log.js';
+import { noTelemetry } from '../../src/platform/util/telemetry.js';
 import { freshPgliteDir } from './pglite-template.js';
 import { TEST_LIMITS, TEST_TOKEN_KEY } from './server.js';
 

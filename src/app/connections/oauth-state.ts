@@ -1,8 +1,8 @@
 import { sql } from 'drizzle-orm';
-import { encodeBase64Url } from '../../platform/base64.js';
 import { interval } from '../../platform/db/interval.js';
 import type { Database } from '../../platform/db/types.js';
-import type { SecretBox } from '../../platform/secret-box.js';
+import { encodeBase64Url } from '../../platform/util/base64.js';
+import type { SecretBox } from '../../platform/util/secret-box.js';
 import { hashApiKey } from '../api-keys.js';
 import { rowsOf } from '../push/rows.js';
 

@@ -1,9 +1,9 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { uuid } from 'zod/mini';
-import type { Logger } from '../../platform/log.js';
-import type { SecretBox } from '../../platform/secret-box.js';
-import { validate } from '../../platform/validate.js';
+import type { Logger } from '../../platform/util/log.js';
+import type { SecretBox } from '../../platform/util/secret-box.js';
+import { validate } from '../../platform/util/validate.js';
 import type { AuthEnv } from '../auth.js';
 import { ApiError, errorBody } from '../errors.js';
 import { xeroConnections, xeroGrants } from '../schema.js';

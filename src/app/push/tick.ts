@@ -1,7 +1,7 @@
 import { poisonReason } from '../../platform/db/poison.js';
 import type { Database } from '../../platform/db/types.js';
-import type { Logger } from '../../platform/log.js';
-import type { SecretBox } from '../../platform/secret-box.js';
+import type { Logger } from '../../platform/util/log.js';
+import type { SecretBox } from '../../platform/util/secret-box.js';
 import { AccessTokenCache, accessTokens } from '../connections/grants.js';
 import { idempotencyKeyOf, type StoredInvoice, toXeroInvoice, type XeroClient } from '../xero/client.js';
 import type { XeroBudget } from './budget.js';

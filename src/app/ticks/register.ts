@@ -1,6 +1,6 @@
-import type { Logger } from '../../platform/log.js';
-import type { AppTick } from '../../platform/module.js';
-import type { SecretBox } from '../../platform/secret-box.js';
+import type { AppTick } from '../../platform/http/module.js';
+import type { Logger } from '../../platform/util/log.js';
+import type { SecretBox } from '../../platform/util/secret-box.js';
 import type { AppConfig } from '../config.js';
 import { AccessTokenCache } from '../connections/grants.js';
 import { pushDueInvoices } from '../push/tick.js';

@@ -1,6 +1,6 @@
-import { errorCode } from '../error-chain.js';
-import type { Logger } from '../log.js';
-import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
+import { errorCode } from '../util/error-chain.js';
+import type { Logger } from '../util/log.js';
+import { noTelemetry, type Telemetry } from '../util/telemetry.js';
 import { PROBE_READ_ONLY } from './disposal.js';
 import type { FailoverEpisodes } from './episode.js';
 import type { DatabaseHandle } from './handle.js';

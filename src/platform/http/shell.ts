@@ -4,16 +4,16 @@ import type { DatabaseHandle } from '../db/handle.js';
 import { isPoolExhausted, poisonReason } from '../db/poison.js';
 import { DatabaseUnavailableError, withPoisonRetry } from '../db/poison-retry.js';
 import type { WriteProbe } from '../db/probe.js';
-import type { ErrorTracker } from '../error-tracking.js';
-import type { ReadinessGate } from '../gate.js';
-import { healthRoutes } from '../health.js';
-import { type TickHealthEndpoint, tickHealthRoutes } from '../jobs/tick-health-route.js';
-import type { Logger } from '../log.js';
-import { metricsRoutes } from '../metrics/route.js';
-import type { AppEnv, AppInstance, RequestScope } from '../module.js';
-import { currentRequestId, observeRequests } from '../telemetry/requests.js';
-import type { Telemetry } from '../telemetry/telemetry.js';
+import type { ErrorTracker } from '../util/error-tracking.js';
+import type { Logger } from '../util/log.js';
+import type { Telemetry } from '../util/telemetry.js';
 import { errorBody } from './error-body.js';
+import type { ReadinessGate } from './gate.js';
+import { healthRoutes } from './health.js';
+import { metricsRoutes } from './metrics-route.js';
+import type { AppEnv, AppInstance, RequestScope } from './module.js';
+import { currentRequestId, observeRequests } from './request-telemetry.js';
+import { type TickHealthEndpoint, tickHealthRoutes } from './tick-health-route.js';
 
 /** What the lifecycle hands each request (as Hono's `env`): the app's scope and the platform's parts. */
 export interface ServedScope {

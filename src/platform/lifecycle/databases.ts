@@ -2,8 +2,8 @@ import { FailoverEpisodes } from '../db/episode.js';
 import { DatabaseHandle } from '../db/handle.js';
 import { WriteProbe } from '../db/probe.js';
 import type { DatabaseDriver } from '../db/types.js';
-import type { Logger } from '../log.js';
-import type { Telemetry } from '../telemetry/telemetry.js';
+import type { Logger } from '../util/log.js';
+import type { Telemetry } from '../util/telemetry.js';
 
 /**
  * The database parts over one driver: the app's pool, the probe's own, and the write probe. A process

@@ -1,6 +1,6 @@
-import { ConfigError } from '../config.js';
-import { errorCode } from '../error-chain.js';
-import { TimeoutError } from '../timeout.js';
+import { ConfigError } from '../util/config.js';
+import { errorCode } from '../util/error-chain.js';
+import { TimeoutError } from '../util/timeout.js';
 
 /** Why an isolate's last boot failed, as readiness reports it (checks.database). */
 export type IsolateBootCause = 'configuration' | 'unreachable' | 'timeout' | 'schema_behind' | 'schema_ahead';

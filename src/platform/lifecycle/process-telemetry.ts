@@ -1,17 +1,18 @@
 import type { DatabaseHandle } from '../db/handle.js';
 import type { WriteProbe } from '../db/probe.js';
+import type { AppEnv, AppInstance } from '../http/module.js';
+import { observeTickHealth } from '../http/tick-gauges.js';
 import type { MonitoredTick, TickHealthPolicy } from '../jobs/tick-health.js';
 import { readTickHealth } from '../jobs/tick-health-store.js';
-import type { Logger } from '../log.js';
 import { observeDatabase, observePools } from '../metrics/db-gauges.js';
-import { type PlatformMetrics, platformMetrics } from '../metrics/platform-metrics.js';
+import { platformMetrics } from '../metrics/platform-metrics.js';
 import type { MetricsRegistry } from '../metrics/registry.js';
 import { createScrapeCache } from '../metrics/scrape-cache.js';
-import { observeTickHealth } from '../metrics/tick-gauges.js';
-import type { AppEnv, AppInstance } from '../module.js';
 import type { TelemetryConfig } from '../telemetry/config.js';
-import type { Tracing } from '../telemetry/tracing.js';
-import { withTimeout } from '../timeout.js';
+import type { Logger } from '../util/log.js';
+import type { PlatformMetrics } from '../util/telemetry.js';
+import { withTimeout } from '../util/timeout.js';
+import type { Tracing } from '../util/tracing.js';
 
 // The process's telemetry boot step, in two parts: prom-client metrics, then OpenTelemetry when an
 // exporter is configured. Both load their libraries only now, so a boot without them pays nothing.

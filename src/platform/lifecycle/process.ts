@@ -1,26 +1,27 @@
-import { BootFailure, type BootStep, runBoot } from '../boot.js';
-import { type Config, ConfigError, loadAll, loadConfig } from '../config.js';
 import { createDriver } from '../db/driver.js';
 import { migrate } from '../db/migrate.js';
+import { poisonReason } from '../db/poison.js';
 import { withPoisonRetry } from '../db/poison-retry.js';
-import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../error-tracking.js';
-import { ReadinessGate } from '../gate.js';
 import { type HttpConfig, loadHttpConfig } from '../http/config.js';
+import { ReadinessGate } from '../http/gate.js';
 import { type InternalEndpointsConfig, loadInternalEndpointsConfig } from '../http/internal-endpoints.js';
 import { DEFAULT_HOST, type Listen, type Listener } from '../http/listener.js';
+import type { AppEnv, AppInstance, AppModule } from '../http/module.js';
 import { createInternalShell, createShell, type ServedScope } from '../http/shell.js';
 import { Scheduler } from '../jobs/scheduler.js';
 import { createTickRunner, type TickRunner } from '../jobs/tick.js';
 import { loadTickHealthConfig, type TickHealthConfig } from '../jobs/tick-health-config.js';
 import { intervalMonitorConfig, TickMonitor } from '../jobs/tick-monitor.js';
-import { createLogger } from '../log.js';
-import type { AppEnv, AppInstance, AppModule } from '../module.js';
-import { bootInterruptedExitCode, createShutdown } from '../shutdown.js';
 import { loadTelemetryConfig } from '../telemetry/config.js';
-import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
-import { withTimeout } from '../timeout.js';
+import { type Config, ConfigError, loadAll, loadConfig } from '../util/config.js';
+import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../util/error-tracking.js';
+import { createLogger } from '../util/log.js';
+import { noTelemetry, type Telemetry } from '../util/telemetry.js';
+import { withTimeout } from '../util/timeout.js';
+import { BootFailure, type BootStep, runBoot } from './boot.js';
 import { createDatabases, type Databases } from './databases.js';
 import { type StartedMetrics, startMetrics, startTracing } from './process-telemetry.js';
+import { bootInterruptedExitCode, createShutdown } from './shutdown.js';
 
 /** What a long-lived runtime (platform/runtimes/node.ts, bun.ts) gives the process lifecycle. */
 export interface ProcessRuntime {
@@ -78,7 +79,7 @@ export async function startProcess<C, E extends AppEnv>(
     throw err;
   }
 
-  const log = createLogger(config.logLevel);
+  const log = createLogger(config.logLevel, {}, undefined, poisonReason);
   // Heartbeats are advisory: a malformed URL is a warning naming the variable (never its value).
   for (const problem of tickHealthConfig.warnings) log.warn('tick heartbeat misconfigured', { problem });
   const telemetryConfig = loadTelemetryConfig(runtime.env);

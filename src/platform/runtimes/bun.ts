@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
+import type { AppEnv, AppModule } from '../http/module.js';
 import { startProcess } from '../lifecycle/process.js';
-import type { AppEnv, AppModule } from '../module.js';
 import { listenBun } from './bun-listener.js';
 
 // `bun --hot` (npm run dev:bun) evaluates the entry again, in the same process, on every change; only

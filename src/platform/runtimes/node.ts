@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
+import type { AppEnv, AppModule } from '../http/module.js';
 import { startProcess } from '../lifecycle/process.js';
-import type { AppEnv, AppModule } from '../module.js';
 import { listenNode } from './node-listener.js';
 
 const SIGNALS = ['SIGTERM', 'SIGINT'] as const;

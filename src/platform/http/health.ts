@@ -1,7 +1,7 @@
 import { type Context, Hono } from 'hono';
-import type { ProbeResult } from './db/probe.js';
+import type { ProbeResult } from '../db/probe.js';
+import { errorBody } from './error-body.js';
 import type { ReadinessGate } from './gate.js';
-import { errorBody } from './http/error-body.js';
 
 /** The write probe as readiness uses it. */
 export interface Probe {
