@@ -8,8 +8,8 @@ import { parseArgs } from 'node:util';
 import { migrations } from '../src/app/migrations.gen.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { migrate } from '../src/platform/db/migrate.js';
-import { loadConfig } from '../src/platform/util/config.js';
 import { poisonReason } from '../src/platform/db/poison.js';
+import { loadConfig } from '../src/platform/util/config.js';
 import { createLogger } from '../src/platform/util/log.js';
 import { runCli, UsageError } from './cli.js';
 
