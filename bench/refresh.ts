@@ -22,7 +22,7 @@ import {
   type RefreshTickDeps,
   type RefreshTickResult,
   refreshExpiringTokens,
-} from '../src/app/ticks/refresh-tokens.js';
+} from '../src/app/connections/refresh-tokens.js';
 import { createXeroClient } from '../src/app/xero/client.js';
 import type { Database } from '../src/platform/db/types.js';
 import { freshDatabase } from '../test/support/databases.js';

@@ -6,14 +6,14 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Organization } from '../src/app/api-key-index.js';
 import type { AuthEnv } from '../src/app/auth.js';
-import { connectionRoutes } from '../src/app/connections/routes.js';
-import { XERO_BUDGET } from '../src/app/push/budget.js';
-import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import {
   CredentialsState,
   type RefreshTickDeps,
   refreshExpiringTokens,
-} from '../src/app/ticks/refresh-tokens.js';
+} from '../src/app/connections/refresh-tokens.js';
+import { connectionRoutes } from '../src/app/connections/routes.js';
+import { XERO_BUDGET } from '../src/app/push/budget.js';
+import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
 import type { SecretBox } from '../src/platform/util/secret-box.js';

@@ -4,13 +4,13 @@ import { createSecretBox, type SecretBox } from '../platform/util/secret-box.js'
 import { ApiKeyIndex } from './api-key-index.js';
 import type { AuthEnv } from './auth.js';
 import { type AppConfig, loadAppConfig } from './config.js';
+import type { RefreshTickResult } from './connections/refresh-tokens.js';
 import { answerAppError } from './errors.js';
 import { observeQueueDepth } from './metrics/queue-depth.js';
 import { tokenRefreshCounter } from './metrics/token-refreshes.js';
 import { latestMigrationAt, migrations } from './migrations.gen.js';
 import { appRoutes } from './routes.js';
-import type { RefreshTickResult } from './ticks/refresh-tokens.js';
-import { appTicks, TICKS } from './ticks/register.js';
+import { appTicks, TICKS } from './ticks.js';
 import { createXeroClient } from './xero/client.js';
 
 const DEV_TOKEN_KEY_PATH = '.data/token-encryption-key';
