@@ -269,7 +269,7 @@ describe('docs/kubernetes.md', () => {
     expect(Object.keys(env)).toContain('SHUTDOWN_DELAY_MS');
     expect(defaults.shutdownDelayMs).toBeLessThan(defaults.shutdownTimeoutMs);
     const grace = Number(/terminationGracePeriodSeconds: (\d+)/.exec(yaml)?.[1]);
-    // Past the budget each remaining shutdown stage still gets a second (src/platform/shutdown.ts).
+    // Past the budget each remaining shutdown stage still gets a second (src/platform/lifecycle/shutdown.ts).
     expect(grace).toBeGreaterThanOrEqual(defaults.shutdownTimeoutMs / 1000 + 5);
     const startup = probe('startupProbe');
     expect(startup.path).toBe('/livez');

@@ -1,4 +1,4 @@
-// The readiness gate (src/platform/gate.ts): closed while booting, open once, and closed for good
+// The readiness gate (src/platform/http/gate.ts): closed while booting, open once, and closed for good
 // once shutdown begins, whatever a late boot step does.
 import { describe, expect, it } from 'vitest';
 import { ReadinessGate } from '../../src/platform/http/gate.js';

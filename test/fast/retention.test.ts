@@ -1,4 +1,4 @@
-// The retention tick (src/app/ticks/prune-pushes.ts, PUSH_RETENTION_DAYS): it deletes old pushed and
+// The retention tick (src/app/push/prune-pushes.ts, PUSH_RETENTION_DAYS): it deletes old pushed and
 // dead pushes in bounded batches, and never a push that is open (queued, failed, awaiting a connection),
 // leased, or settled within the retention. Off by default.
 import { sql } from 'drizzle-orm';

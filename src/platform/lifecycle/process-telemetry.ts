@@ -44,7 +44,7 @@ export async function startMetrics<E extends AppEnv>(
     platform: platformMetrics(registry),
     tickResult: app.metrics?.counters?.(registry).tickResult,
     observe: (databases, ticks, policy, timeoutMs) => {
-      // The readings that query the database: cached, and on the application's pool (module.ts).
+      // The readings that query the database: cached, and on the application's pool (http/module.ts).
       const cache = createScrapeCache();
       observePools(registry, [databases.app, databases.probe]);
       observeDatabase(registry, databases.writeProbe);
