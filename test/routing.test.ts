@@ -85,7 +85,7 @@ function apiFor(org: { id: string; name: string }) {
     c.set('organization', { id: org.id, name: org.name } as Organization);
     c.set('database', handle);
     c.set('schedule', () => {});
-    c.set('idempotent', (fn) => fn(handle.db));
+    c.set('withDatabase', (fn) => fn(handle.db));
     await next();
   });
   app.onError((err, c) => answerAppError(err, c, log) ?? c.text('internal error', 500));
@@ -555,7 +555,7 @@ function apiForHandle(db: DatabaseHandle, org: { id: string; name: string }) {
     c.set('organization', { id: org.id, name: org.name } as Organization);
     c.set('database', db);
     c.set('schedule', () => {});
-    c.set('idempotent', (fn) => fn(db.db));
+    c.set('withDatabase', (fn) => fn(db.db));
     await next();
   });
   app.onError((err, c) => answerAppError(err, c, log) ?? c.text('internal error', 500));

@@ -180,7 +180,7 @@ describe('one grant with three tenants', () => {
       c.set('organization', { id: org.id, name: org.name } as Organization);
       c.set('database', handle);
       c.set('schedule', () => {});
-      c.set('idempotent', (fn) => fn(handle.db));
+      c.set('withDatabase', (fn) => fn(handle.db));
       await next();
     });
     app.route('/', connectionRoutes({ xero: createXeroClient(xeroConfigFor(sandbox)), box, log }));

@@ -123,7 +123,7 @@ async function connectionsOf(handle: DatabaseHandle, box: SecretBox, org: { id: 
     c.set('organization', { id: org.id, name: org.name } as Organization);
     c.set('database', handle);
     c.set('schedule', () => {});
-    c.set('idempotent', (fn) => fn(handle.db));
+    c.set('withDatabase', (fn) => fn(handle.db));
     await next();
   });
   app.route('/', connectionRoutes({ xero: createXeroClient(xeroConfigFor(sandbox)), box, log }));

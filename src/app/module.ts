@@ -73,7 +73,7 @@ export async function buildHonestHealth(
     }),
     onError: (err, c) => answerAppError(err, c, log),
     ticks: appTicks({ config, xero, box, owner, log }),
-    indexes: [{ name: 'registry', load: (db) => apiKeys.load(db) }],
+    indexes: [{ name: 'api-key index', load: (db) => apiKeys.load(db) }],
     metrics: {
       gauges: (registry, context) => observeQueueDepth(registry, context),
       counters: (registry) => {

@@ -65,7 +65,7 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
       if (!link)
         throw new ApiError(400, 'invalid_link', 'link is required', [{ path: 'link', message: 'required' }]);
       const browser = randomToken();
-      const flow = await c.var.idempotent((db) => startFlow(db, box, { link, browser }));
+      const flow = await c.var.withDatabase((db) => startFlow(db, box, { link, browser }));
       if (!flow) {
         throw new ApiError(
           400,
@@ -109,7 +109,7 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
         ]);
       }
       const browser = getCookie(c, FLOW_COOKIE);
-      const consumed = await c.var.idempotent((db) => consumeState(db, box, { state, browser }));
+      const consumed = await c.var.withDatabase((db) => consumeState(db, box, { state, browser }));
       if (consumed.kind === 'unknown') {
         throw new ApiError(
           400,
@@ -189,7 +189,7 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
           'Xero did not list the approved tenants; start again',
         );
       });
-      const saved = await c.var.idempotent((db) =>
+      const saved = await c.var.withDatabase((db) =>
         saveGrant(db, box, { organizationId, authEventId, scope: tokens.scope ?? null, tokens, tenants }),
       );
       for (const r of saved.refused) {

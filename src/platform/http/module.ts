@@ -24,7 +24,7 @@ export type RequestScope = {
    * Runs `fn` on the request's database, and once more on a fresh pool when a failover poisoned the
    * first: for reads and idempotent writes. A second failure answers 503 database_unavailable.
    */
-  idempotent<T>(fn: (db: Database) => Promise<T>): Promise<T>;
+  withDatabase<T>(fn: (db: Database) => Promise<T>): Promise<T>;
 };
 
 export type AppEnv = { Variables: RequestScope };

@@ -64,7 +64,7 @@ export function createShell<E extends AppEnv>(options: ShellOptions<E>): Hono<Sh
     const { database, schedule } = c.env;
     c.set('database', database);
     c.set('schedule', schedule);
-    c.set('idempotent', (fn) => withPoisonRetry(database, fn, { retry: true, source: 'request', log }));
+    c.set('withDatabase', (fn) => withPoisonRetry(database, fn, { retry: true, source: 'request', log }));
     await next();
   });
   shell.route('/', app.routes);
