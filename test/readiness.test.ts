@@ -185,10 +185,16 @@ describe('readiness', () => {
     const probeHandle = new DatabaseHandle(driver, 'probe', log);
     try {
       await migrate(app.pool, migrations, log);
-      const probe = new WriteProbe({ probe: probeHandle, app, timeoutMs: 2000, instanceId: 'busy', log });
+      const probe = new WriteProbe({
+        probeDatabase: probeHandle,
+        app,
+        timeoutMs: 2000,
+        instanceId: 'busy',
+        log,
+      });
       const gate = new ReadinessGate();
       gate.open();
-      const http = healthRoutes({ gate, probe: () => probe });
+      const http = healthRoutes({ gate, writeProbe: () => probe });
 
       const busy = [app.pool.query('SELECT pg_sleep(3)'), app.pool.query('SELECT pg_sleep(3)')];
       const queued = app.pool.query('SELECT 1');

@@ -29,7 +29,7 @@ function health() {
   gate.open();
   return healthRoutes({
     gate,
-    probe: () => ({ check: async () => ({ status: 'ok', latencyMs: 0 }), last: undefined }),
+    writeProbe: () => ({ check: async () => ({ status: 'ok', latencyMs: 0 }), last: undefined }),
   });
 }
 

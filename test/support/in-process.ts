@@ -62,7 +62,7 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
     probeTimeoutMs: config.probeTimeoutMs,
     instanceId,
   });
-  const { app: database, probe: probeDatabase, writeProbe: probe } = databases;
+  const { app: database, probeDatabase, writeProbe } = databases;
   const reloadIndexes = async () => {
     for (const index of app.indexes) await index.load(database.db);
   };
@@ -77,7 +77,7 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
   const scope: ServedScope = {
     database,
     probeDatabase,
-    probe,
+    writeProbe,
     schedule: (tick) => void scheduled.push(tick),
   };
   const behind = (gate: ReadinessGate) => {

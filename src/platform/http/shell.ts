@@ -20,7 +20,7 @@ export interface ServedScope {
   database: DatabaseHandle;
   /** The probe's own handle (tick health and scrapes read through it). */
   probeDatabase: DatabaseHandle;
-  probe: WriteProbe;
+  writeProbe: WriteProbe;
   schedule(tick: string): void;
 }
 
@@ -58,7 +58,7 @@ export function createShell<E extends AppEnv>(options: ShellOptions<E>): Hono<Sh
   const shell = new Hono<ShellEnv>();
   shell.use('*', observeRequests(options.telemetry));
   const scope = (c: Context): ServedScope => c.env;
-  shell.route('/', healthRoutes({ gate, probe: (c) => scope(c).probe }));
+  shell.route('/', healthRoutes({ gate, writeProbe: (c) => scope(c).writeProbe }));
   if (options.internalEndpoints !== 'elsewhere') mountInternalEndpoints(shell, options);
   shell.use('*', async (c, next) => {
     const { database, schedule } = c.env;
@@ -87,7 +87,7 @@ export function createInternalShell(options: InternalShellOptions): Hono<ShellEn
   const { gate, log, errors } = options;
   const shell = new Hono<ShellEnv>();
   shell.use('*', observeRequests(options.telemetry));
-  shell.route('/', healthRoutes({ gate, probe: (c) => (c.env as ServedScope).probe }));
+  shell.route('/', healthRoutes({ gate, writeProbe: (c) => (c.env as ServedScope).writeProbe }));
   mountInternalEndpoints(shell, options);
   shell.notFound((c) => c.json(errorBody('not_found', 'no such route'), 404));
   shell.onError((err, c) => internalError(err, c, log, errors));

@@ -13,7 +13,7 @@ export interface Databases {
   driver: DatabaseDriver;
   episodes: FailoverEpisodes;
   app: DatabaseHandle;
-  probe: DatabaseHandle;
+  probeDatabase: DatabaseHandle;
   writeProbe: WriteProbe;
   /** Ends the episode (unless it was given), both pools, then the driver. */
   close(): Promise<void>;
@@ -34,9 +34,9 @@ export function createDatabases(driver: DatabaseDriver, options: DatabasesOption
   // One failover episode for both pools: one warning and one summary, however many see it.
   const episodes = options.episodes ?? new FailoverEpisodes(log);
   const app = new DatabaseHandle(driver, 'app', log, telemetry, episodes);
-  const probe = new DatabaseHandle(driver, 'probe', log, telemetry, episodes);
+  const probeDatabase = new DatabaseHandle(driver, 'probe', log, telemetry, episodes);
   const writeProbe = new WriteProbe({
-    probe,
+    probeDatabase,
     app,
     timeoutMs: options.probeTimeoutMs,
     instanceId: options.instanceId,
@@ -47,11 +47,11 @@ export function createDatabases(driver: DatabaseDriver, options: DatabasesOption
     driver,
     episodes,
     app,
-    probe,
+    probeDatabase,
     writeProbe,
     close: async () => {
       if (!options.episodes) episodes.close();
-      await Promise.allSettled([app.close(), probe.close()]);
+      await Promise.allSettled([app.close(), probeDatabase.close()]);
       await driver.close();
     },
   };

@@ -149,7 +149,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
           const gauges = createGaugeRegistry((metric, err) =>
             log.warn('metrics collector failed', { metric, err }),
           );
-          observeDatabase(gauges, scope.probe);
+          observeDatabase(gauges, scope.writeProbe);
           app.metrics?.gauges?.(gauges, {
             database: scope.database,
             cache: scrapeCache,
@@ -297,8 +297,8 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     let monitor: TickMonitor | undefined;
     const scope: ServedScope = {
       database: inv.app,
-      probeDatabase: inv.probe,
-      probe: inv.writeProbe,
+      probeDatabase: inv.probeDatabase,
+      writeProbe: inv.writeProbe,
       schedule: (name) => {
         const tick = iso.app.ticks.find((t) => t.name === name);
         if (!tick) return;

@@ -24,7 +24,7 @@ export interface StartedMetrics {
   tickResult: ((tick: string, result: unknown) => void) | undefined;
   /** Registers the gauges read from the database parts, once the pool step has built them. */
   observe(
-    databases: { app: DatabaseHandle; probe: DatabaseHandle; writeProbe: WriteProbe },
+    databases: { app: DatabaseHandle; probeDatabase: DatabaseHandle; writeProbe: WriteProbe },
     ticks: readonly MonitoredTick[],
     policy: TickHealthPolicy,
     timeoutMs: number,
@@ -46,7 +46,7 @@ export async function startMetrics<E extends AppEnv>(
     observe: (databases, ticks, policy, timeoutMs) => {
       // The readings that query the database: cached, and on the application's pool (http/module.ts).
       const cache = createScrapeCache();
-      observePools(registry, [databases.app, databases.probe]);
+      observePools(registry, [databases.app, databases.probeDatabase]);
       observeDatabase(registry, databases.writeProbe);
       app.metrics?.gauges?.(registry, { database: databases.app, cache, timeoutMs });
       observeTickHealth(registry, ticks, policy, () =>

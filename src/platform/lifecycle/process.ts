@@ -185,8 +185,8 @@ export async function startProcess<C, E extends AppEnv>(
     // New work is run now rather than at the next interval (shutdown awaits the run).
     const scope: ServedScope = {
       database: db.app,
-      probeDatabase: db.probe,
-      probe: db.writeProbe,
+      probeDatabase: db.probeDatabase,
+      writeProbe: db.writeProbe,
       schedule: (tick) => loops.trigger(tick),
     };
     listener = await runtime.listen((request) => shell.fetch(request, scope), {
