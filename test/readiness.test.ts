@@ -187,7 +187,7 @@ describe('readiness', () => {
       await migrate(app.pool, migrations, log);
       const probe = new WriteProbe({
         probeDatabase: probeHandle,
-        app,
+        appDatabase: app,
         timeoutMs: 2000,
         instanceId: 'busy',
         log,

@@ -62,7 +62,7 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
     probeTimeoutMs: config.probeTimeoutMs,
     instanceId,
   });
-  const { app: database, probeDatabase, writeProbe } = databases;
+  const { appDatabase: database, probeDatabase, writeProbe } = databases;
   const reloadIndexes = async () => {
     for (const index of app.indexes) await index.load(database.db);
   };

@@ -12,7 +12,8 @@ import type { Telemetry } from '../util/telemetry.js';
 export interface Databases {
   driver: DatabaseDriver;
   episodes: FailoverEpisodes;
-  app: DatabaseHandle;
+  /** The application's pool, for requests, ticks and indexes. */
+  appDatabase: DatabaseHandle;
   probeDatabase: DatabaseHandle;
   writeProbe: WriteProbe;
   /** Ends the episode (unless it was given), both pools, then the driver. */
@@ -33,11 +34,11 @@ export function createDatabases(driver: DatabaseDriver, options: DatabasesOption
   const { log, telemetry } = options;
   // One failover episode for both pools: one warning and one summary, however many see it.
   const episodes = options.episodes ?? new FailoverEpisodes(log);
-  const app = new DatabaseHandle(driver, 'app', log, telemetry, episodes);
+  const appDatabase = new DatabaseHandle(driver, 'app', log, telemetry, episodes);
   const probeDatabase = new DatabaseHandle(driver, 'probe', log, telemetry, episodes);
   const writeProbe = new WriteProbe({
     probeDatabase,
-    app,
+    appDatabase,
     timeoutMs: options.probeTimeoutMs,
     instanceId: options.instanceId,
     log,
@@ -46,12 +47,12 @@ export function createDatabases(driver: DatabaseDriver, options: DatabasesOption
   return {
     driver,
     episodes,
-    app,
+    appDatabase,
     probeDatabase,
     writeProbe,
     close: async () => {
       if (!options.episodes) episodes.close();
-      await Promise.allSettled([app.close(), probeDatabase.close()]);
+      await Promise.allSettled([appDatabase.close(), probeDatabase.close()]);
       await driver.close();
     },
   };

@@ -196,7 +196,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     }
     try {
       const schema = await withTimeout(
-        schemaState(inv.app.pool, module.latestMigrationAt),
+        schemaState(inv.appDatabase.pool, module.latestMigrationAt),
         iso.config.probeTimeoutMs,
         'checking the schema',
       ).catch((err: unknown) => {
@@ -209,7 +209,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
         );
       }
       for (const index of iso.app.indexes) {
-        await index.load(inv.app.db).catch((err: unknown) => {
+        await index.load(inv.appDatabase.db).catch((err: unknown) => {
           throw bootCauseOf(err);
         });
       }
@@ -296,14 +296,14 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     const background: Promise<unknown>[] = [];
     let monitor: TickMonitor | undefined;
     const scope: ServedScope = {
-      database: inv.app,
+      database: inv.appDatabase,
       probeDatabase: inv.probeDatabase,
       writeProbe: inv.writeProbe,
       schedule: (name) => {
         const tick = iso.app.ticks.find((t) => t.name === name);
         if (!tick) return;
-        monitor ??= tickMonitor(iso, inv.app);
-        const target = { database: inv.app, monitor };
+        monitor ??= tickMonitor(iso, inv.appDatabase);
+        const target = { database: inv.appDatabase, monitor };
         background.push(followUps.schedule(tick.name, () => iso.runTick(tick.name, tick.run, target)));
       },
     };
@@ -314,7 +314,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
         indexesLoadedAt = Date.now();
         for (const index of iso.app.indexes) {
           await index
-            .load(inv.app.db)
+            .load(inv.appDatabase.db)
             .catch((err: unknown) =>
               iso.log.warn(`${index.name} refresh failed`, { reason: errorCode(err) ?? 'error' }),
             );
@@ -360,11 +360,11 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     const inv = await invocation(iso, bindings);
     // Sentry's monitor gets the trigger's own crontab: the schedule a missed invocation is measured by.
     const cron = typeof controller?.cron === 'string' && controller.cron ? controller.cron : undefined;
-    const monitor = tickMonitor(iso, inv.app, cron);
+    const monitor = tickMonitor(iso, inv.appDatabase, cron);
     const work = (async () => {
       // In the app's order (it lists token refresh first: a push with an expired token is only deferred).
       for (const tick of iso.app.ticks) {
-        await iso.runTick(tick.name, tick.run, { database: inv.app, monitor }).catch(() => {});
+        await iso.runTick(tick.name, tick.run, { database: inv.appDatabase, monitor }).catch(() => {});
       }
     })()
       .finally(() => monitor.idle())

@@ -24,7 +24,7 @@ export interface StartedMetrics {
   tickResult: ((tick: string, result: unknown) => void) | undefined;
   /** Registers the gauges read from the database parts, once the pool step has built them. */
   observe(
-    databases: { app: DatabaseHandle; probeDatabase: DatabaseHandle; writeProbe: WriteProbe },
+    databases: { appDatabase: DatabaseHandle; probeDatabase: DatabaseHandle; writeProbe: WriteProbe },
     ticks: readonly MonitoredTick[],
     policy: TickHealthPolicy,
     timeoutMs: number,
@@ -46,11 +46,13 @@ export async function startMetrics<E extends AppEnv>(
     observe: (databases, ticks, policy, timeoutMs) => {
       // The readings that query the database: cached, and on the application's pool (http/module.ts).
       const cache = createScrapeCache();
-      observePools(registry, [databases.app, databases.probeDatabase]);
+      observePools(registry, [databases.appDatabase, databases.probeDatabase]);
       observeDatabase(registry, databases.writeProbe);
-      app.metrics?.gauges?.(registry, { database: databases.app, cache, timeoutMs });
+      app.metrics?.gauges?.(registry, { database: databases.appDatabase, cache, timeoutMs });
       observeTickHealth(registry, ticks, policy, () =>
-        cache('tick health', () => withTimeout(readTickHealth(databases.app.pool), timeoutMs, 'tick health')),
+        cache('tick health', () =>
+          withTimeout(readTickHealth(databases.appDatabase.pool), timeoutMs, 'tick health'),
+        ),
       );
     },
   };

@@ -117,30 +117,30 @@ export async function startProcess<C, E extends AppEnv>(
 
   const openPool = async (): Promise<Databases> => {
     const driver = createDriver(config, log);
-    const db = createDatabases(driver, {
+    const dbs = createDatabases(driver, {
       log,
       telemetry,
       probeTimeoutMs: config.probeTimeoutMs,
       instanceId: runtime.instanceId,
     });
-    databases = db;
+    databases = dbs;
     const ready = () => driver.ready();
     await (runtime.whileSignalsKill ? runtime.whileSignalsKill(ready) : ready());
-    await withTimeout(db.app.pool.query('SELECT 1'), config.probeTimeoutMs, 'database ping');
+    await withTimeout(dbs.appDatabase.pool.query('SELECT 1'), config.probeTimeoutMs, 'database ping');
     const pooler = await driver.inspectPooler?.();
     if (pooler) log.info('database pooler', { ...pooler, named_statements: pooler.mode === 'session' });
-    metrics?.observe(db, ticks, tickPolicy, config.probeTimeoutMs);
-    return db;
+    metrics?.observe(dbs, ticks, tickPolicy, config.probeTimeoutMs);
+    return dbs;
   };
 
-  const startLoops = (db: Databases, runTick: TickRunner, tickMonitor: TickMonitor) => {
+  const startLoops = (dbs: Databases, runTick: TickRunner, tickMonitor: TickMonitor) => {
     // Organizations created or removed elsewhere (the CLI, another replica) reach this process here.
     for (const index of app.indexes) {
       loops.register({
         name: `${index.name} refresh`,
         intervalMs: config.registryRefreshMs,
         run: () =>
-          withPoisonRetry(db.app, (d) => index.load(d), {
+          withPoisonRetry(dbs.appDatabase, (d) => index.load(d), {
             retry: true,
             source: 'background',
             name: `${index.name} refresh`,
@@ -148,7 +148,7 @@ export async function startProcess<C, E extends AppEnv>(
           }),
       });
     }
-    const target = { database: db.app, monitor: tickMonitor };
+    const target = { database: dbs.appDatabase, monitor: tickMonitor };
     for (const tick of app.ticks) {
       loops.register({
         name: tick.name,
@@ -159,7 +159,7 @@ export async function startProcess<C, E extends AppEnv>(
     loops.start();
   };
 
-  const bindListener = async (db: Databases) => {
+  const bindListener = async (dbs: Databases) => {
     const parts = {
       gate,
       log,
@@ -184,9 +184,9 @@ export async function startProcess<C, E extends AppEnv>(
     });
     // New work is run now rather than at the next interval (shutdown awaits the run).
     const scope: ServedScope = {
-      database: db.app,
-      probeDatabase: db.probeDatabase,
-      writeProbe: db.writeProbe,
+      database: dbs.appDatabase,
+      probeDatabase: dbs.probeDatabase,
+      writeProbe: dbs.writeProbe,
       schedule: (tick) => loops.trigger(tick),
     };
     listener = await runtime.listen((request) => shell.fetch(request, scope), {
@@ -240,7 +240,7 @@ export async function startProcess<C, E extends AppEnv>(
       name: 'migrate',
       kind: 'hard',
       run: async () =>
-        void (await migrate(need(databases).app.pool, module.migrations, log, {
+        void (await migrate(need(databases).appDatabase.pool, module.migrations, log, {
           timeoutMs: config.migrationLockTimeoutMs,
           signal: bootAbort.signal,
         })),
@@ -249,7 +249,7 @@ export async function startProcess<C, E extends AppEnv>(
       (index): BootStep => ({
         name: `load ${index.name}`,
         kind: 'hard',
-        run: () => index.load(need(databases).app.db),
+        run: () => index.load(need(databases).appDatabase.db),
       }),
     ),
     { name: 'bind listener', kind: 'hard', run: () => bindListener(need(databases)) },
@@ -257,9 +257,9 @@ export async function startProcess<C, E extends AppEnv>(
       name: 'start loops',
       kind: 'hard',
       run: () => {
-        const db = need(databases);
+        const dbs = need(databases);
         monitor = new TickMonitor({
-          database: db.app,
+          database: dbs.appDatabase,
           instanceId: runtime.instanceId,
           log,
           errors,
@@ -277,7 +277,7 @@ export async function startProcess<C, E extends AppEnv>(
           telemetry,
           ...(tickResult ? { onResult: tickResult } : {}),
         });
-        startLoops(db, runTick, monitor);
+        startLoops(dbs, runTick, monitor);
       },
     },
     { name: 'open gate', kind: 'hard', run: () => gate.open() },
