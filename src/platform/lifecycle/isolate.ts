@@ -308,7 +308,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       },
     };
     try {
-      if (Date.now() - indexesLoadedAt > iso.config.registryRefreshMs) {
+      if (Date.now() - indexesLoadedAt > iso.config.indexRefreshMs) {
         // Claimed before the load, so concurrent requests refresh once; a failed refresh keeps the index
         // it had (readiness and the request itself report the database).
         indexesLoadedAt = Date.now();

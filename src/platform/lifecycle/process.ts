@@ -138,7 +138,7 @@ export async function startProcess<C, E extends AppEnv>(
     for (const index of app.indexes) {
       loops.register({
         name: `${index.name} refresh`,
-        intervalMs: config.registryRefreshMs,
+        intervalMs: config.indexRefreshMs,
         run: () =>
           withPoisonRetry(dbs.appDatabase, (d) => index.load(d), {
             retry: true,
