@@ -52,7 +52,8 @@ type RefreshTick = (db: Database, deps: RefreshTickDeps) => Promise<RefreshTickR
 /** The old tree's refresh tick: git archive of OLD_COMMIT's src, imported beside this one. */
 async function oldRefreshTick(): Promise<RefreshTick> {
   const dir = join(repoRoot, 'node_modules/.cache/refresh-old', OLD_COMMIT);
-  const file = join(dir, 'src/app/connections/refresh-tokens.ts');
+  // The path in OLD_COMMIT's tree (the tick has since moved to src/app/connections/).
+  const file = join(dir, 'src/app/ticks/refresh-tokens.ts');
   if (!existsSync(file)) {
     mkdirSync(dir, { recursive: true });
     execFileSync('sh', ['-c', `git -C "${repoRoot}" archive ${OLD_COMMIT} src | tar -x -C "${dir}"`]);
