@@ -40,7 +40,7 @@ import { sql } from 'drizzle-orm';
 import { Logger, runMigrations } from 'graphile-worker';
 import pg from 'pg';
 import { PgBoss } from 'pg-boss';
-import { createLogger } from '../src/platform/log.js';
+import { createLogger } from '../src/platform/util/log.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { type Cluster, startCluster } from '../test/support/postgres.js';
 import { type ServerProcess, spawnServer } from '../test/support/server.js';

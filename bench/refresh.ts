@@ -22,7 +22,7 @@ import {
   type RefreshTickDeps,
   type RefreshTickResult,
   refreshExpiringTokens,
-} from '../src/app/ticks/refresh-tokens.js';
+} from '../src/app/connections/refresh-tokens.js';
 import { createXeroClient } from '../src/app/xero/client.js';
 import type { Database } from '../src/platform/db/types.js';
 import { freshDatabase } from '../test/support/databases.js';
@@ -52,6 +52,7 @@ type RefreshTick = (db: Database, deps: RefreshTickDeps) => Promise<RefreshTickR
 /** The old tree's refresh tick: git archive of OLD_COMMIT's src, imported beside this one. */
 async function oldRefreshTick(): Promise<RefreshTick> {
   const dir = join(repoRoot, 'node_modules/.cache/refresh-old', OLD_COMMIT);
+  // The path in OLD_COMMIT's tree (the tick has since moved to src/app/connections/).
   const file = join(dir, 'src/app/ticks/refresh-tokens.ts');
   if (!existsSync(file)) {
     mkdirSync(dir, { recursive: true });

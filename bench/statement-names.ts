@@ -11,7 +11,7 @@ import { createOrganization } from '../src/app/organizations.js';
 import { migrate } from '../src/platform/db/migrate.js';
 import { registerStatementPolicy } from '../src/platform/db/statements.js';
 import type { Database } from '../src/platform/db/types.js';
-import { createLogger } from '../src/platform/log.js';
+import { createLogger } from '../src/platform/util/log.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { startCluster } from '../test/support/postgres.js';
 import { INVOICE } from './support/ingress-harness.js';

@@ -56,7 +56,7 @@ describe('boot contract', () => {
         'error tracking',
         'open pool',
         'migrate',
-        'load registry',
+        'load api-key index',
         'bind listener',
         'start loops',
         'open gate',
@@ -146,7 +146,7 @@ describe('boot contract', () => {
     }
   });
 
-  it('exits 1 when the registry cannot be read', async () => {
+  it('exits 1 when the API-key index cannot be read', async () => {
     const url = await freshDatabase(cluster);
     const first = await spawnServer({ env: { DATABASE_URL: url } });
     await first.waitForReady();
@@ -167,7 +167,7 @@ describe('boot contract', () => {
     const server = await spawnServer({ env: { DATABASE_URL: roleUrl.toString() } });
     expect(await server.exited).toBe(1);
     const failure = server.logs.find((l) => l.level === 'error');
-    expect(failure?.msg).toMatch(/boot failed at step "load registry": 42501/);
+    expect(failure?.msg).toMatch(/boot failed at step "load api-key index": 42501/);
     expect(server.logs.some((l) => l.msg === 'listening')).toBe(false);
   });
 

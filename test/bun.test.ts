@@ -115,7 +115,7 @@ describe('Bun entry', () => {
         'error tracking',
         'open pool',
         'migrate',
-        'load registry',
+        'load api-key index',
         'bind listener',
         'start loops',
         'open gate',

@@ -9,7 +9,7 @@ import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCK_FILE } from '../src/platform/db/drivers/pglite-lock.js';
-import { createSecretBox, generateKeyBase64 } from '../src/platform/secret-box.js';
+import { createSecretBox, generateKeyBase64 } from '../src/platform/util/secret-box.js';
 import { freshDatabase } from './support/databases.js';
 import { waitForKey } from './support/orgs.js';
 import { type Cluster, startCluster } from './support/postgres.js';

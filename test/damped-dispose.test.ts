@@ -4,13 +4,13 @@
 // whose sessions start read-only.
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/platform/config.js';
 import { PROBE_READ_ONLY } from '../src/platform/db/disposal.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { FailoverEpisodes } from '../src/platform/db/episode.js';
 import { DatabaseHandle } from '../src/platform/db/handle.js';
 import { withPoisonRetry } from '../src/platform/db/poison-retry.js';
-import { createLogger } from '../src/platform/log.js';
+import { loadConfig } from '../src/platform/util/config.js';
+import { createLogger } from '../src/platform/util/log.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { until } from './support/until.js';

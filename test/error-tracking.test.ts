@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createErrorTracker } from '../src/platform/error-tracking.js';
+import { createErrorTracker } from '../src/platform/util/error-tracking.js';
 import { freePort } from './support/ports.js';
 import { type SentrySink, startSentrySink } from './support/sentry-sink.js';
 import { spawnServer } from './support/server.js';

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { DatabaseHandle } from '../src/platform/db/handle.js';
-import { createLogger } from '../src/platform/log.js';
+import { loadConfig } from '../src/platform/util/config.js';
+import { createLogger } from '../src/platform/util/log.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 
 let cluster: Cluster;

@@ -1,14 +1,14 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../src/app/migrations.gen.js';
-import { loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { DatabaseHandle } from '../src/platform/db/handle.js';
 import { migrate } from '../src/platform/db/migrate.js';
 import { WriteProbe } from '../src/platform/db/probe.js';
-import { ReadinessGate } from '../src/platform/gate.js';
-import { healthRoutes } from '../src/platform/health.js';
-import { createLogger } from '../src/platform/log.js';
+import { ReadinessGate } from '../src/platform/http/gate.js';
+import { healthRoutes } from '../src/platform/http/health.js';
+import { loadConfig } from '../src/platform/util/config.js';
+import { createLogger } from '../src/platform/util/log.js';
 import { burst } from './support/burst.js';
 import { freshDatabase } from './support/databases.js';
 import { startFaultProxy } from './support/fault-proxy.js';
@@ -185,10 +185,16 @@ describe('readiness', () => {
     const probeHandle = new DatabaseHandle(driver, 'probe', log);
     try {
       await migrate(app.pool, migrations, log);
-      const probe = new WriteProbe({ probe: probeHandle, app, timeoutMs: 2000, instanceId: 'busy', log });
+      const probe = new WriteProbe({
+        probeDatabase: probeHandle,
+        appDatabase: app,
+        timeoutMs: 2000,
+        instanceId: 'busy',
+        log,
+      });
       const gate = new ReadinessGate();
       gate.open();
-      const http = healthRoutes({ gate, probe: () => probe });
+      const http = healthRoutes({ gate, writeProbe: () => probe });
 
       const busy = [app.pool.query('SELECT pg_sleep(3)'), app.pool.query('SELECT pg_sleep(3)')];
       const queued = app.pool.query('SELECT 1');

@@ -6,17 +6,17 @@
 // the same elapsed time without waiting for it.
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { XERO_BUDGET } from '../src/app/push/budget.js';
-import { pushDueInvoices } from '../src/app/push/tick.js';
 import {
   KEEP_ALIVE_MS,
   type RefreshTickDeps,
   refreshExpiringTokens,
-} from '../src/app/ticks/refresh-tokens.js';
+} from '../src/app/connections/refresh-tokens.js';
+import { XERO_BUDGET } from '../src/app/push/budget.js';
+import { pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
 import type { Database } from '../src/platform/db/types.js';
-import type { SecretBox } from '../src/platform/secret-box.js';
+import type { SecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';

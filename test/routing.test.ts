@@ -16,11 +16,11 @@ import { createOrganization, removeOrganization } from '../src/app/organizations
 import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { authEventIdOf, createXeroClient } from '../src/app/xero/client.js';
-import { loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { DatabaseHandle } from '../src/platform/db/handle.js';
 import { migrate } from '../src/platform/db/migrate.js';
-import type { SecretBox } from '../src/platform/secret-box.js';
+import { loadConfig } from '../src/platform/util/config.js';
+import type { SecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';
@@ -85,7 +85,7 @@ function apiFor(org: { id: string; name: string }) {
     c.set('organization', { id: org.id, name: org.name } as Organization);
     c.set('database', handle);
     c.set('schedule', () => {});
-    c.set('idempotent', (fn) => fn(handle.db));
+    c.set('withDatabase', (fn) => fn(handle.db));
     await next();
   });
   app.onError((err, c) => answerAppError(err, c, log) ?? c.text('internal error', 500));
@@ -555,7 +555,7 @@ function apiForHandle(db: DatabaseHandle, org: { id: string; name: string }) {
     c.set('organization', { id: org.id, name: org.name } as Organization);
     c.set('database', db);
     c.set('schedule', () => {});
-    c.set('idempotent', (fn) => fn(db.db));
+    c.set('withDatabase', (fn) => fn(db.db));
     await next();
   });
   app.onError((err, c) => answerAppError(err, c, log) ?? c.text('internal error', 500));

@@ -8,7 +8,7 @@ import pg from 'pg';
 import { parse } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrganization } from '../src/app/organizations.js';
-import { createSecretBox, generateKeyBase64 } from '../src/platform/secret-box.js';
+import { createSecretBox, generateKeyBase64 } from '../src/platform/util/secret-box.js';
 import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';

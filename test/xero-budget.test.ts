@@ -9,11 +9,11 @@ import { shortenedXeroBudget, XERO_BUDGET, type XeroBudget } from '../src/app/pu
 import { claimPushes } from '../src/app/push/claim.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import { loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { DatabaseHandle } from '../src/platform/db/handle.js';
 import type { Database } from '../src/platform/db/types.js';
-import type { SecretBox } from '../src/platform/secret-box.js';
+import { loadConfig } from '../src/platform/util/config.js';
+import type { SecretBox } from '../src/platform/util/secret-box.js';
 import { type NeonProxy, startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';

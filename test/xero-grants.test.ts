@@ -6,17 +6,17 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Organization } from '../src/app/api-key-index.js';
 import type { AuthEnv } from '../src/app/auth.js';
-import { connectionRoutes } from '../src/app/connections/routes.js';
-import { XERO_BUDGET } from '../src/app/push/budget.js';
-import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import {
   CredentialsState,
   type RefreshTickDeps,
   refreshExpiringTokens,
-} from '../src/app/ticks/refresh-tokens.js';
+} from '../src/app/connections/refresh-tokens.js';
+import { connectionRoutes } from '../src/app/connections/routes.js';
+import { XERO_BUDGET } from '../src/app/push/budget.js';
+import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
-import type { SecretBox } from '../src/platform/secret-box.js';
+import type { SecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
@@ -180,7 +180,7 @@ describe('one grant with three tenants', () => {
       c.set('organization', { id: org.id, name: org.name } as Organization);
       c.set('database', handle);
       c.set('schedule', () => {});
-      c.set('idempotent', (fn) => fn(handle.db));
+      c.set('withDatabase', (fn) => fn(handle.db));
       await next();
     });
     app.route('/', connectionRoutes({ xero: createXeroClient(xeroConfigFor(sandbox)), box, log }));

@@ -6,7 +6,8 @@
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Invoices as SdkInvoices, XeroClient } from 'xero-node';
-import { authEventIdOf, toXeroInvoice } from '../src/app/xero/client.js';
+import { toXeroInvoice } from '../src/app/invoices/xero-payload.js';
+import { authEventIdOf } from '../src/app/xero/client.js';
 import { type RunningXeroSandbox, startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { asSdkInvoice, stored } from './support/sdk-invoice.js';
 

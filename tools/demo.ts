@@ -8,10 +8,10 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { migrations } from '../src/app/migrations.gen.js';
 import { createOrganization } from '../src/app/organizations.js';
-import { loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { migrate } from '../src/platform/db/migrate.js';
-import { createLogger } from '../src/platform/log.js';
+import { loadConfig } from '../src/platform/util/config.js';
+import { createLogger } from '../src/platform/util/log.js';
 import { startXeroSandbox } from './xero-sandbox/server.js';
 
 const entry = resolve('dist/node.js');

@@ -6,10 +6,11 @@
 // Exit codes: 0 migrated, 1 failed, 2 usage.
 import { parseArgs } from 'node:util';
 import { migrations } from '../src/app/migrations.gen.js';
-import { loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { migrate } from '../src/platform/db/migrate.js';
-import { createLogger } from '../src/platform/log.js';
+import { poisonReason } from '../src/platform/db/poison.js';
+import { loadConfig } from '../src/platform/util/config.js';
+import { createLogger } from '../src/platform/util/log.js';
 import { runCli, UsageError } from './cli.js';
 
 const USAGE = 'usage: DATABASE_URL=postgres://... npm run db:migrate, or npm run db:migrate -- --local';
@@ -32,7 +33,7 @@ await runCli('db:migrate', USAGE, async () => {
   }
   if (!local && values.local)
     throw new UsageError('--local is for the embedded database, but DATABASE_URL is set');
-  const log = createLogger(config.logLevel);
+  const log = createLogger(config.logLevel, {}, undefined, poisonReason);
   const driver = createDriver(config, log);
   try {
     await driver.ready();

@@ -17,11 +17,11 @@ import {
   organizationsNamed,
   removeOrganization,
 } from '../src/app/organizations.js';
-import { loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
 import { migrate } from '../src/platform/db/migrate.js';
 import type { Database } from '../src/platform/db/types.js';
-import { createLogger } from '../src/platform/log.js';
+import { loadConfig } from '../src/platform/util/config.js';
+import { createLogger } from '../src/platform/util/log.js';
 import { EXIT_FAILURE, runCli, UsageError } from './cli.js';
 
 const USAGE =

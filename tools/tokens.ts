@@ -9,10 +9,10 @@
 import { parseArgs } from 'node:util';
 import { loadAppConfig } from '../src/app/config.js';
 import { resealGrantTokens } from '../src/app/connections/reseal.js';
-import { ConfigError, loadConfig } from '../src/platform/config.js';
 import { createDriver } from '../src/platform/db/driver.js';
-import { createLogger } from '../src/platform/log.js';
-import { createSecretBox } from '../src/platform/secret-box.js';
+import { ConfigError, loadConfig } from '../src/platform/util/config.js';
+import { createLogger } from '../src/platform/util/log.js';
+import { createSecretBox } from '../src/platform/util/secret-box.js';
 import { EXIT_FAILURE, runCli, UsageError } from './cli.js';
 
 const USAGE = 'usage: npm run tokens:reseal [-- --batch-size <1-1000>]';

@@ -5,7 +5,7 @@ import pg from 'pg';
 import { migrations } from '../../src/app/migrations.gen.js';
 import { type PgCompatiblePool, wrapPgCompatiblePool } from '../../src/platform/db/drivers/pg-compatible.js';
 import { migrate } from '../../src/platform/db/migrate.js';
-import { createLogger } from '../../src/platform/log.js';
+import { createLogger } from '../../src/platform/util/log.js';
 import { type ScriptServer, spawnScriptServer } from './script-server.js';
 
 /** A realistic invoice with three line items; it passes our validation as it stands. */

@@ -213,7 +213,7 @@ export function summariseProfile(path: string, requests: number): ProfileSummary
   const isIdle = (i: number) => nodes.get(samples[i] as number)?.callFrame.functionName === '(idle)';
   // The window: the last run. From the last sample inside Hono, back to the first stretch of
   // QUIET_US in which the main thread was mostly idle (the pause before the run: counting rows,
-  // settling). Short blips, such as our registry refresh, do not end the pause.
+  // settling). Short blips, such as our api-key index refresh, do not end the pause.
   let last = samples.length - 1;
   while (last > 0 && !inHono(samples[last] as number)) last--;
   let first = last;

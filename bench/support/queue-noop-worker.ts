@@ -15,7 +15,7 @@ import { claimPushes } from '../../src/app/push/claim.js';
 import { type PushTickDeps, pushDueInvoices } from '../../src/app/push/tick.js';
 import type { XeroClient } from '../../src/app/xero/client.js';
 import type { DatabaseHandle } from '../../src/platform/db/handle.js';
-import { createLogger } from '../../src/platform/log.js';
+import { createLogger } from '../../src/platform/util/log.js';
 import { openDatabase, testBox } from '../../test/support/ticks.js';
 import { childConfig, serve } from './queue-child.js';
 

@@ -2,9 +2,9 @@
 // Only the sha256 is stored; a key's hash is its lookup handle, so no stored value can be replayed.
 
 import { sql } from 'drizzle-orm';
-import { encodeBase64Url } from '../platform/base64.js';
 import type { Database } from '../platform/db/types.js';
-import { sha256Hex } from '../platform/sha256.js';
+import { encodeBase64Url } from '../platform/util/base64.js';
+import { sha256Hex } from '../platform/util/sha256.js';
 import { rowsOf } from './push/rows.js';
 
 export const API_KEY_PREFIX = 'hh_live_';

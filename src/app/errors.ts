@@ -1,8 +1,8 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { errorCode } from '../platform/error-chain.js';
 import { errorBody, type FieldError } from '../platform/http/error-body.js';
-import type { Logger } from '../platform/log.js';
+import { errorCode } from '../platform/util/error-chain.js';
+import type { Logger } from '../platform/util/log.js';
 
 export { errorBody, type FieldError };
 

@@ -1,16 +1,16 @@
-import { ConfigError } from '../platform/config.js';
-import type { AppContext, AppInstance, AppModule } from '../platform/module.js';
-import { createSecretBox, type SecretBox } from '../platform/secret-box.js';
+import type { AppContext, AppInstance, AppModule } from '../platform/http/module.js';
+import { ConfigError } from '../platform/util/config.js';
+import { createSecretBox, type SecretBox } from '../platform/util/secret-box.js';
 import { ApiKeyIndex } from './api-key-index.js';
 import type { AuthEnv } from './auth.js';
 import { type AppConfig, loadAppConfig } from './config.js';
+import type { RefreshTickResult } from './connections/refresh-tokens.js';
 import { answerAppError } from './errors.js';
 import { observeQueueDepth } from './metrics/queue-depth.js';
 import { tokenRefreshCounter } from './metrics/token-refreshes.js';
 import { latestMigrationAt } from './migrations.gen.js';
 import { appRoutes } from './routes.js';
-import type { RefreshTickResult } from './ticks/refresh-tokens.js';
-import { appTicks, TICKS } from './ticks/register.js';
+import { appTicks, TICKS } from './ticks.js';
 import { createXeroClient } from './xero/client.js';
 
 const DEV_TOKEN_KEY_PATH = '.data/token-encryption-key';
@@ -72,7 +72,7 @@ export async function buildHonestHealth(
     }),
     onError: (err, c) => answerAppError(err, c, log),
     ticks: appTicks({ config, xero, box, owner, log }),
-    indexes: [{ name: 'registry', load: (db) => apiKeys.load(db) }],
+    indexes: [{ name: 'api-key index', load: (db) => apiKeys.load(db) }],
     metrics: {
       gauges: (registry, context) => observeQueueDepth(registry, context),
       counters: (registry) => {

@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
-import type { Logger } from '../platform/log.js';
-import type { SecretBox } from '../platform/secret-box.js';
+import type { Logger } from '../platform/util/log.js';
+import type { SecretBox } from '../platform/util/secret-box.js';
 import { apiHeaders } from './api-headers.js';
 import type { ApiKeyIndex } from './api-key-index.js';
 import { type AuthEnv, requireApiKey } from './auth.js';

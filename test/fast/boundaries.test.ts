@@ -8,7 +8,10 @@
 // to and its kind (import statement, re-export, dynamic import, require). Imports TypeScript erases
 // (`import type`, `export type`, `typeof import()`) never reach a bundle and are not listed; `tsc`
 // still type-checks across them.
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+// - inside src/platform/ the folders are layers (LAYERS below): a file imports only its own layer or
+//   one below it. Types count too (a type is a dependency of the design), so that check reads the
+//   source text, where `import type` is still there, instead of esbuild's metafile.
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { build } from 'esbuild';
@@ -82,6 +85,50 @@ async function runtimeBeyondWiring(root: string, entries: string[]): Promise<str
   return show(imports.filter((i) => entries.includes(i.from) && !allowed(i)));
 }
 
+// Lowest first; telemetry/ and metrics/ are one layer. A file directly in src/platform/ has no layer.
+const LAYERS: readonly (readonly string[])[] = [
+  ['util'],
+  ['db'],
+  ['jobs'],
+  ['telemetry', 'metrics'],
+  ['http'],
+  ['lifecycle'],
+  ['runtimes'],
+];
+const layerOf = (path: string): number => {
+  const folder = path.slice('src/platform/'.length).split('/');
+  return folder.length < 2 ? -1 : LAYERS.findIndex((l) => l.includes(folder[0] as string));
+};
+
+// Every specifier a file names: import/export ... from, side-effect imports, import() in code and in
+// types. Comments are dropped first so a path named in prose is not an import.
+const SPECIFIERS = [
+  /\b(?:import|export)\b[^;'"]*?\bfrom\s*['"]([^'"]+)['"]/g,
+  /\bimport\s*['"]([^'"]+)['"]/g,
+  /\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)/g,
+];
+function specifiers(text: string): string[] {
+  const code = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|\s)\/\/.*$/gm, '$1');
+  return SPECIFIERS.flatMap((re) => [...code.matchAll(re)].map((m) => m[1] as string));
+}
+
+/** Imports (types included) from a layer of src/platform/ into a higher one, or from/into no layer. */
+function againstLayers(root: string): string[] {
+  const found: string[] = [];
+  for (const from of sourcesUnder(root, 'src/platform')) {
+    const own = layerOf(from);
+    if (own === -1) found.push(`${from} is in no layer`);
+    for (const spec of specifiers(readFileSync(join(root, from), 'utf8'))) {
+      if (!spec.startsWith('.')) continue;
+      const to = join(dirname(from), spec).replaceAll('\\', '/').replace(/\.js$/, '.ts');
+      if (!to.startsWith('src/platform/')) continue;
+      const layer = layerOf(to);
+      if (layer === -1 || layer > own) found.push(`${from} -> ${to}`);
+    }
+  }
+  return found;
+}
+
 /** A throwaway source tree: path -> contents. */
 async function inFixture(files: Record<string, string>, check: (root: string) => Promise<void>) {
   const root = mkdtempSync(join(tmpdir(), 'boundaries-'));
@@ -100,6 +147,37 @@ describe('import boundaries', () => {
   it('nothing under src/platform/ imports src/app/, statically or with import()', async () => {
     expect(sourcesUnder(repoRoot, 'src/platform').length).toBeGreaterThan(10);
     expect(await platformIntoApp(repoRoot)).toEqual([]);
+  });
+
+  it('inside src/platform/ a folder imports only its own layer or those below it, types included', () => {
+    expect(againstLayers(repoRoot)).toEqual([]);
+  });
+
+  it('the layer check sees upward imports of every kind, and files outside any layer', async () => {
+    const files = {
+      'src/platform/util/leaf.ts': "import { x } from '../db/pool.js';\nexport const y = x;\n",
+      'src/platform/util/types.ts': "import type { Pool } from '../db/pool.js';\nexport type P = Pool;\n",
+      'src/platform/util/reexport.ts': "export type { Pool } from '../http/route.js';\n",
+      'src/platform/db/typeof.ts': "export type R = typeof import('../jobs/tick.js');\n",
+      'src/platform/db/lazy.ts': "export const load = () => import('../lifecycle/boot.js');\n",
+      'src/platform/db/multi.ts': "import {\n  type A,\n  b,\n} from '../metrics/m.js';\nexport { b };\n",
+      'src/platform/db/pool.ts':
+        "import '../util/leaf.js';\n// from '../runtimes/node.js' in a comment\nexport const x = 1;\n",
+      'src/platform/metrics/m.ts': "import { t } from '../telemetry/t.js';\nexport const b = t;\n",
+      'src/platform/telemetry/t.ts': "import { b } from '../metrics/m.js';\nexport const t = b;\n",
+      'src/platform/loose.ts': 'export {};\n',
+    };
+    await inFixture(files, async (root) => {
+      expect(againstLayers(root).sort()).toEqual([
+        'src/platform/db/lazy.ts -> src/platform/lifecycle/boot.ts',
+        'src/platform/db/multi.ts -> src/platform/metrics/m.ts',
+        'src/platform/db/typeof.ts -> src/platform/jobs/tick.ts',
+        'src/platform/loose.ts is in no layer',
+        'src/platform/util/leaf.ts -> src/platform/db/pool.ts',
+        'src/platform/util/reexport.ts -> src/platform/http/route.ts',
+        'src/platform/util/types.ts -> src/platform/db/pool.ts',
+      ]);
+    });
   });
 
   it('a runtime entry imports only src/platform/** and src/app/module.ts', async () => {

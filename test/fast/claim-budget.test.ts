@@ -10,7 +10,7 @@ import { XERO_BUDGET } from '../../src/app/push/budget.js';
 import { type ClaimOptions, claimPushes, tenantsVisited } from '../../src/app/push/claim.js';
 import { rowsOf } from '../../src/app/push/rows.js';
 import type { Database } from '../../src/platform/db/types.js';
-import { createSecretBox } from '../../src/platform/secret-box.js';
+import { createSecretBox } from '../../src/platform/util/secret-box.js';
 import { type InProcessApp, startInProcess } from '../support/in-process.js';
 import { invoiceBody } from '../support/orgs.js';
 import { TEST_TOKEN_KEY } from '../support/server.js';

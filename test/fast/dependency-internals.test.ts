@@ -11,8 +11,8 @@ import { type PgCompatiblePool, wrapPgCompatiblePool } from '../../src/platform/
 import { closeIdleClients, poolInternals } from '../../src/platform/db/drivers/pg-pool-internals.js';
 import { isPoisoned } from '../../src/platform/db/poison.js';
 import type { Database } from '../../src/platform/db/types.js';
-import { createLogger } from '../../src/platform/log.js';
 import { loadDefaultMetric } from '../../src/platform/metrics/default-metrics.js';
+import { createLogger } from '../../src/platform/util/log.js';
 
 const quiet = createLogger('error', {}, () => {});
 

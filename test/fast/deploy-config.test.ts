@@ -4,11 +4,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parse } from 'smol-toml';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/platform/config.js';
-import { ReadinessGate } from '../../src/platform/gate.js';
-import { healthRoutes, LIVENESS_PATHS } from '../../src/platform/health.js';
+import { ReadinessGate } from '../../src/platform/http/gate.js';
+import { healthRoutes, LIVENESS_PATHS } from '../../src/platform/http/health.js';
 import { loadInternalEndpointsConfig } from '../../src/platform/http/internal-endpoints.js';
-import { TICK_HEALTH_PATH } from '../../src/platform/jobs/tick-health-route.js';
+import { TICK_HEALTH_PATH } from '../../src/platform/http/tick-health-route.js';
+import { ConfigError, loadConfig } from '../../src/platform/util/config.js';
 import { repoRoot } from '../support/server.js';
 
 const read = (file: string) => readFileSync(resolve(repoRoot, file), 'utf8');
@@ -29,7 +29,7 @@ function health() {
   gate.open();
   return healthRoutes({
     gate,
-    probe: () => ({ check: async () => ({ status: 'ok', latencyMs: 0 }), last: undefined }),
+    writeProbe: () => ({ check: async () => ({ status: 'ok', latencyMs: 0 }), last: undefined }),
   });
 }
 

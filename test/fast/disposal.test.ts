@@ -35,8 +35,8 @@ const CASES: Array<[DisposalCause, string, string]> = [
     'tick_poison',
   ],
   [
-    { source: 'background', name: 'registry refresh', reason: 'ECONNREFUSED' },
-    'poison in registry refresh: ECONNREFUSED',
+    { source: 'background', name: 'api-key index refresh', reason: 'ECONNREFUSED' },
+    'poison in api-key index refresh: ECONNREFUSED',
     'background_poison',
   ],
 ];
@@ -57,6 +57,8 @@ describe('disposal causes', () => {
   it('names the work that met poison as the log lines always did', () => {
     expect(describeWork({ source: 'request' })).toBe('request');
     expect(describeWork({ source: 'tick', name: 'refresh-tokens' })).toBe('tick refresh-tokens');
-    expect(describeWork({ source: 'background', name: 'registry refresh' })).toBe('registry refresh');
+    expect(describeWork({ source: 'background', name: 'api-key index refresh' })).toBe(
+      'api-key index refresh',
+    );
   });
 });

@@ -8,8 +8,8 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/platform/config.js';
 import { loadInternalEndpointsConfig } from '../../src/platform/http/internal-endpoints.js';
+import { loadConfig } from '../../src/platform/util/config.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const read = (path: string) => readFileSync(join(root, path), 'utf8');
@@ -269,7 +269,7 @@ describe('docs/kubernetes.md', () => {
     expect(Object.keys(env)).toContain('SHUTDOWN_DELAY_MS');
     expect(defaults.shutdownDelayMs).toBeLessThan(defaults.shutdownTimeoutMs);
     const grace = Number(/terminationGracePeriodSeconds: (\d+)/.exec(yaml)?.[1]);
-    // Past the budget each remaining shutdown stage still gets a second (src/platform/shutdown.ts).
+    // Past the budget each remaining shutdown stage still gets a second (src/platform/lifecycle/shutdown.ts).
     expect(grace).toBeGreaterThanOrEqual(defaults.shutdownTimeoutMs / 1000 + 5);
     const startup = probe('startupProbe');
     expect(startup.path).toBe('/livez');

@@ -2,7 +2,7 @@
 // summary. (test/failover-episodes.test.ts proves the same against real databases.)
 import { describe, expect, it } from 'vitest';
 import { FailoverEpisodes } from '../../src/platform/db/episode.js';
-import { createLogger } from '../../src/platform/log.js';
+import { createLogger } from '../../src/platform/util/log.js';
 
 function setup() {
   let now = 1_000_000;

@@ -2,8 +2,8 @@
 // the poison classifier and the error codes all read errors through it. Pure: no database.
 import { describe, expect, it } from 'vitest';
 import { isPoolExhausted, poisonReason } from '../../src/platform/db/poison.js';
-import { causeChain, errorCode, rootCause, viaAnyWrapper } from '../../src/platform/error-chain.js';
-import { describeError } from '../../src/platform/log.js';
+import { causeChain, errorCode, rootCause, viaAnyWrapper } from '../../src/platform/util/error-chain.js';
+import { describeError } from '../../src/platform/util/log.js';
 
 const chainOf = (length: number): Error => {
   let err = new Error(`e${length - 1}`);

@@ -2,9 +2,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError } from '../../src/platform/config.js';
 import { loadHttpConfig } from '../../src/platform/http/config.js';
 import { connectionCap, descriptorLimit } from '../../src/platform/http/connection-cap.js';
+import { ConfigError } from '../../src/platform/util/config.js';
 
 describe('HTTP limits configuration', () => {
   it('has deliberate defaults', () => {

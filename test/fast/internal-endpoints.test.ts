@@ -2,8 +2,8 @@
 // rule on Xero's URLs (src/app/config.ts): both refuse boot in the one-line configuration error.
 import { describe, expect, it } from 'vitest';
 import { loadAppConfig } from '../../src/app/config.js';
-import { ConfigError, loadConfig } from '../../src/platform/config.js';
 import { isLoopbackHost, loadInternalEndpointsConfig } from '../../src/platform/http/internal-endpoints.js';
+import { ConfigError, loadConfig } from '../../src/platform/util/config.js';
 
 const problems = (load: () => unknown): string[] => {
   try {

@@ -4,9 +4,9 @@
 // test/worker.test.ts runs the same lifecycle in workerd against real databases.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { honestHealth } from '../../src/app/module.js';
+import type { AppModule } from '../../src/platform/http/module.js';
 import { createIsolateHandlers } from '../../src/platform/lifecycle/isolate.js';
 import { neonIsolateDatabase } from '../../src/platform/lifecycle/isolate-neon.js';
-import type { AppModule } from '../../src/platform/module.js';
 
 const ctx = { waitUntil: () => {} };
 // No DATABASE_URL: the isolate cannot be configured, and never reaches for a database.

@@ -1,9 +1,9 @@
 // Which database a Worker entry's isolate reaches, from its bindings (src/platform/lifecycle/isolate-*.ts).
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/platform/config.js';
 import { hyperdriveIsolateDatabase } from '../../src/platform/lifecycle/isolate-hyperdrive.js';
 import { neonIsolateDatabase } from '../../src/platform/lifecycle/isolate-neon.js';
-import { createLogger } from '../../src/platform/log.js';
+import { loadConfig } from '../../src/platform/util/config.js';
+import { createLogger } from '../../src/platform/util/log.js';
 
 const binding = { connectionString: 'postgres://u:secret-pw@hyperdrive.local:5432/app' };
 const log = createLogger('error', {}, () => {});

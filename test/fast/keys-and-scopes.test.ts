@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { API_KEY_PREFIX, generateApiKey, hashApiKey } from '../../src/app/api-keys.js';
 import { DEFAULT_XERO_SCOPES, missingInvoiceScope } from '../../src/app/connections/scopes.js';
 import { authEventIdOf } from '../../src/app/xero/client.js';
-import { encodeBase64Url } from '../../src/platform/base64.js';
+import { encodeBase64Url } from '../../src/platform/util/base64.js';
 
 describe('API keys', () => {
   it('are 32 random bytes, base64url, behind a prefix a secret scanner can find', () => {

@@ -1,31 +1,32 @@
 // Log fields: what an error line carries, and which context a line is logged under. Pure: a logger
 // writing to an array. (test/observability.test.ts checks the same fields on a running server.)
 import { describe, expect, it } from 'vitest';
+import { poisonReason } from '../../src/platform/db/poison.js';
 import { Scheduler } from '../../src/platform/jobs/scheduler.js';
-import { createLogger, describeError } from '../../src/platform/log.js';
-import { withLogContext } from '../../src/platform/log-context.js';
+import { createLogger, describeError } from '../../src/platform/util/log.js';
+import { withLogContext } from '../../src/platform/util/log-context.js';
 import { until } from '../support/until.js';
 
 describe('log fields', () => {
   const capture = () => {
     const lines: Record<string, unknown>[] = [];
-    return { log: createLogger('debug', {}, (l) => lines.push(JSON.parse(l))), lines };
+    return { log: createLogger('debug', {}, (l) => lines.push(JSON.parse(l)), poisonReason), lines };
   };
 
   it('an error carries its SQLSTATE and whether it poisons the pool', () => {
     const readOnly = new Error('Failed query: update t set x = $1\nparams: 1', {
       cause: Object.assign(new Error('cannot execute UPDATE in a read-only transaction'), { code: '25006' }),
     });
-    expect(describeError(readOnly)).toMatchObject({
+    expect(describeError(readOnly, poisonReason)).toMatchObject({
       sqlstate: '25006',
       poisoned: true,
       poison_reason: '25006',
     });
     const reset = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
-    expect(describeError(reset)).toMatchObject({ poisoned: true, poison_reason: 'ECONNRESET' });
-    expect(describeError(reset).sqlstate).toBeUndefined();
+    expect(describeError(reset, poisonReason)).toMatchObject({ poisoned: true, poison_reason: 'ECONNRESET' });
+    expect(describeError(reset, poisonReason).sqlstate).toBeUndefined();
     const duplicate = Object.assign(new Error('duplicate key'), { code: '23505' });
-    expect(describeError(duplicate)).toMatchObject({ sqlstate: '23505', poisoned: false });
+    expect(describeError(duplicate, poisonReason)).toMatchObject({ sqlstate: '23505', poisoned: false });
   });
 
   it('lines inside a context carry its fields, and concurrent contexts never mix', async () => {
@@ -68,5 +69,16 @@ describe('log fields', () => {
     await loops.stop();
     const ran = lines.filter((l) => l.msg === 'loop ran');
     expect(ran.every((l) => l.loop === 'push' && l.request_id === undefined)).toBe(true);
+  });
+});
+
+describe('the poison classifier', () => {
+  it('is injected: without one a summary claims nothing about poison, a child keeps it', () => {
+    const readOnly = Object.assign(new Error('read-only'), { code: '25006' });
+    expect(describeError(readOnly)).not.toHaveProperty('poisoned');
+    const lines: Record<string, unknown>[] = [];
+    const log = createLogger('debug', {}, (l) => lines.push(JSON.parse(l)), poisonReason);
+    log.child({ part: 'x' }).error('failed', { err: readOnly });
+    expect(lines[0]).toMatchObject({ err: { sqlstate: '25006', poisoned: true, poison_reason: '25006' } });
   });
 });

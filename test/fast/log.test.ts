@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/platform/log.js';
+import { createLogger } from '../../src/platform/util/log.js';
 
 describe('structured logs', () => {
   const capture = () => {

@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { guardConnections } from '../../src/platform/http/node-connections.js';
-import { createLogger } from '../../src/platform/log.js';
+import { createLogger } from '../../src/platform/util/log.js';
 
 const log = createLogger('error', {}, () => {});
 const servers: Server[] = [];

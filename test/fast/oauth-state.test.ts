@@ -2,7 +2,6 @@
 // oauth-state.ts) on the embedded database: unguessable, single use, expiring, bound to one browser,
 // carrying a sealed PKCE verifier, and stored only as hashes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashApiKey } from '../../src/app/api-keys.js';
 import { DEFAULT_MAX_PENDING_FLOWS, mintLink } from '../../src/app/connections/connect-links.js';
 import {
   consumeState,
@@ -11,7 +10,8 @@ import {
   startFlow,
 } from '../../src/app/connections/oauth-state.js';
 import { createOrganization } from '../../src/app/organizations.js';
-import type { SecretBox } from '../../src/platform/secret-box.js';
+import type { SecretBox } from '../../src/platform/util/secret-box.js';
+import { sha256Hex } from '../../src/platform/util/sha256.js';
 import { type InProcessApp, startInProcess } from '../support/in-process.js';
 import { testBox } from '../support/ticks.js';
 
@@ -44,7 +44,7 @@ describe('connect links', () => {
       'SELECT link_hash, round(extract(epoch FROM expires_at - created_at) / 60)::int AS minutes FROM connect_links WHERE organization_id = $1',
       [org.id],
     );
-    expect(row).toEqual({ link_hash: hashApiKey(minted.token), minutes: 10 });
+    expect(row).toEqual({ link_hash: sha256Hex(minted.token), minutes: 10 });
     expect(JSON.stringify(await query('SELECT * FROM connect_links'))).not.toContain(minted.token);
 
     const first = await startFlow(app.database.db, box, { link: minted.token, browser: randomToken() });
@@ -61,7 +61,7 @@ describe('connect links', () => {
     const org = await createOrganization(app.database.db, 'Stale Link Ltd');
     const token = await link(org.id);
     await query("UPDATE connect_links SET expires_at = now() - interval '1 second' WHERE link_hash = $1", [
-      hashApiKey(token),
+      sha256Hex(token),
     ]);
     expect(await startFlow(app.database.db, box, { link: token, browser: randomToken() })).toBeUndefined();
   });
@@ -125,9 +125,9 @@ describe('OAuth state', () => {
     const flow = await startFlow(app.database.db, box, { link: await link(org.id), browser });
     if (!flow) throw new Error('no flow');
     const [row] = await query<Record<string, string>>('SELECT * FROM oauth_states WHERE state_hash = $1', [
-      hashApiKey(flow.state),
+      sha256Hex(flow.state),
     ]);
-    expect(row?.browser_hash).toBe(hashApiKey(browser));
+    expect(row?.browser_hash).toBe(sha256Hex(browser));
     const consumed = await consumeState(app.database.db, box, { state: flow.state, browser });
     if (consumed.kind !== 'ok') throw new Error('not consumed');
     const stored = JSON.stringify(row);
@@ -141,11 +141,11 @@ describe('OAuth state', () => {
     if (!flow) throw new Error('no flow');
     const [ttl] = await query<{ minutes: number }>(
       'SELECT round(extract(epoch FROM expires_at - created_at) / 60)::int AS minutes FROM oauth_states WHERE state_hash = $1',
-      [hashApiKey(flow.state)],
+      [sha256Hex(flow.state)],
     );
     expect(ttl?.minutes).toBe(10);
     await query("UPDATE oauth_states SET expires_at = now() - interval '1 second' WHERE state_hash = $1", [
-      hashApiKey(flow.state),
+      sha256Hex(flow.state),
     ]);
     expect(await consumeState(app.database.db, box, { state: flow.state, browser })).toEqual({
       kind: 'unknown',
@@ -153,13 +153,13 @@ describe('OAuth state', () => {
     await startFlow(app.database.db, box, { link: await link(org.id), browser: randomToken() });
     expect(
       (await query<{ state_hash: string }>('SELECT state_hash FROM oauth_states')).map((r) => r.state_hash),
-    ).not.toContain(hashApiKey(flow.state));
+    ).not.toContain(sha256Hex(flow.state));
 
     // A row the previous release wrote (no browser, no verifier) cannot complete a flow here.
     const legacy = randomToken();
     await query(
       "INSERT INTO oauth_states (state_hash, organization_id, expires_at) VALUES ($1, $2, now() + interval '5 minutes')",
-      [hashApiKey(legacy), org.id],
+      [sha256Hex(legacy), org.id],
     );
     expect(await consumeState(app.database.db, box, { state: legacy, browser })).toEqual({ kind: 'unknown' });
   });

@@ -1,7 +1,7 @@
-// The refresh tick's back-off per grant (src/app/ticks/refresh-tokens.ts): a broken row gives its
+// The refresh tick's back-off per grant (src/app/connections/refresh-tokens.ts): a broken row gives its
 // batch place up for longer and longer; a failure at Xero stays inside the 30-minute grace.
 import { describe, expect, it } from 'vitest';
-import { refreshBackoffMs } from '../../src/app/ticks/refresh-tokens.js';
+import { refreshBackoffMs } from '../../src/app/connections/refresh-tokens.js';
 
 const MIN = 60_000;
 

@@ -1,8 +1,12 @@
-// The secret box (src/platform/secret-box.ts): AES-256-GCM over WebCrypto for tokens stored at rest,
+// The secret box (src/platform/util/secret-box.ts): AES-256-GCM over WebCrypto for tokens stored at rest,
 // bound to their place by associated data, each ciphertext naming its key so keys can rotate.
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { createSecretBox, generateKeyBase64, SecretBoxOpenError } from '../../src/platform/secret-box.js';
+import {
+  createSecretBox,
+  generateKeyBase64,
+  SecretBoxOpenError,
+} from '../../src/platform/util/secret-box.js';
 
 const KEY = Buffer.alloc(32, 7).toString('base64');
 

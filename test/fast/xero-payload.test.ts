@@ -2,7 +2,7 @@
 // produce exactly what toXeroInvoice sends. (test/xero-node-contract.test.ts drives the SDK over HTTP.)
 import { describe, expect, it } from 'vitest';
 import { ObjectSerializer } from 'xero-node';
-import { toXeroInvoice } from '../../src/app/xero/client.js';
+import { toXeroInvoice } from '../../src/app/invoices/xero-payload.js';
 import { asSdkInvoice, stored } from '../support/sdk-invoice.js';
 
 describe('our invoice payload and xero-node’s models', () => {

@@ -4,17 +4,17 @@
 // database is the embedded driver (src/platform/db/drivers/pglite.ts) on a data directory of its own.
 import { honestHealth } from '../../src/app/module.js';
 import { honestHealthProcess } from '../../src/app/process-module.js';
-import { loadConfig } from '../../src/platform/config.js';
 import { createDriver } from '../../src/platform/db/driver.js';
 import type { DatabaseHandle } from '../../src/platform/db/handle.js';
 import { migrate } from '../../src/platform/db/migrate.js';
 import type { DatabaseDriver } from '../../src/platform/db/types.js';
-import { disabledErrorTracker } from '../../src/platform/error-tracking.js';
-import { ReadinessGate } from '../../src/platform/gate.js';
+import { ReadinessGate } from '../../src/platform/http/gate.js';
 import { createShell, type ServedScope } from '../../src/platform/http/shell.js';
 import { createDatabases } from '../../src/platform/lifecycle/databases.js';
-import { createLogger, type Logger } from '../../src/platform/log.js';
-import { noTelemetry } from '../../src/platform/telemetry/telemetry.js';
+import { loadConfig } from '../../src/platform/util/config.js';
+import { disabledErrorTracker } from '../../src/platform/util/error-tracking.js';
+import { createLogger, type Logger } from '../../src/platform/util/log.js';
+import { noTelemetry } from '../../src/platform/util/telemetry.js';
 import { freshPgliteDir } from './pglite-template.js';
 import { TEST_LIMITS, TEST_TOKEN_KEY } from './server.js';
 
@@ -63,7 +63,7 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
     probeTimeoutMs: config.probeTimeoutMs,
     instanceId,
   });
-  const { app: database, probe: probeDatabase, writeProbe: probe } = databases;
+  const { appDatabase: database, probeDatabase, writeProbe } = databases;
   const reloadIndexes = async () => {
     for (const index of app.indexes) await index.load(database.db);
   };
@@ -80,7 +80,7 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
   const scope: ServedScope = {
     database,
     probeDatabase,
-    probe,
+    writeProbe,
     schedule: (tick) => void scheduled.push(tick),
   };
   const behind = (gate: ReadinessGate) => {

@@ -1,7 +1,7 @@
 // Our invoice payload typed through xero-node's generated models, shared by the contract tests
 // (test/xero-node-contract.test.ts against the sandbox, test/fast/xero-payload.test.ts without it).
 import { CurrencyCode, Invoice, type LineItem } from 'xero-node';
-import type { StoredInvoice, XeroInvoicePayload } from '../../src/app/xero/client.js';
+import type { StoredInvoice, XeroInvoicePayload } from '../../src/app/invoices/xero-payload.js';
 
 /** Our payload, typed through xero-node's generated models: a field of the wrong type fails `tsc`. */
 export function asSdkInvoice(payload: XeroInvoicePayload): Invoice {

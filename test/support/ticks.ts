@@ -6,13 +6,13 @@ import { saveGrant } from '../../src/app/connections/grants.js';
 import { migrations } from '../../src/app/migrations.gen.js';
 import { createOrganization } from '../../src/app/organizations.js';
 import { authEventIdOf } from '../../src/app/xero/client.js';
-import { loadConfig } from '../../src/platform/config.js';
 import { createDriver } from '../../src/platform/db/driver.js';
 import { DatabaseHandle } from '../../src/platform/db/handle.js';
 import { migrate } from '../../src/platform/db/migrate.js';
 import type { Database } from '../../src/platform/db/types.js';
-import { createLogger, type Logger } from '../../src/platform/log.js';
-import { createSecretBox, type SecretBox } from '../../src/platform/secret-box.js';
+import { loadConfig } from '../../src/platform/util/config.js';
+import { createLogger, type Logger } from '../../src/platform/util/log.js';
+import { createSecretBox, type SecretBox } from '../../src/platform/util/secret-box.js';
 import type { startXeroSandbox } from '../../tools/xero-sandbox/server.js';
 import { TEST_TOKEN_KEY } from './server.js';
 

@@ -17,7 +17,7 @@ export function connectLinkRoutes(deps: { config: XeroConfig; maxPendingFlows?: 
     if (!config.clientId)
       throw new ApiError(503, 'xero_not_configured', 'Xero is not configured on this server');
     const organization = c.get('organization');
-    const minted = await c.var.idempotent((db) => mintLink(db, organization.id, maxPendingFlows));
+    const minted = await c.var.withDatabase((db) => mintLink(db, organization.id, maxPendingFlows));
     if (minted.kind === 'too_many') {
       // The code predates the quota's wider count (links and opened flows); kept for clients.
       throw new ApiError(

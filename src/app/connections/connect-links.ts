@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { interval } from '../../platform/db/interval.js';
 import type { Database } from '../../platform/db/types.js';
-import { hashApiKey } from '../api-keys.js';
+import { sha256Hex } from '../../platform/util/sha256.js';
 import { rowsOf } from '../push/rows.js';
 import { randomToken } from './oauth-state.js';
 
@@ -28,7 +28,7 @@ export async function mintLink(
   // One statement: the bound holds for concurrent mints too, up to a race of a few rows.
   const result = await db.execute(sql`
     INSERT INTO connect_links (link_hash, organization_id, expires_at)
-    SELECT ${hashApiKey(token)}, ${organizationId}, now() + ${interval(LINK_TTL_MS)}
+    SELECT ${sha256Hex(token)}, ${organizationId}, now() + ${interval(LINK_TTL_MS)}
     WHERE (SELECT count(*) FROM connect_links
            WHERE organization_id = ${organizationId} AND expires_at > now())
         + (SELECT count(*) FROM oauth_states

@@ -1,7 +1,7 @@
 import { type Context, Hono } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
-import type { Logger } from '../../platform/log.js';
-import type { SecretBox } from '../../platform/secret-box.js';
+import type { Logger } from '../../platform/util/log.js';
+import type { SecretBox } from '../../platform/util/secret-box.js';
 import type { AuthEnv } from '../auth.js';
 import type { XeroConfig } from '../config.js';
 import { ApiError, errorBody } from '../errors.js';
@@ -65,7 +65,7 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
       if (!link)
         throw new ApiError(400, 'invalid_link', 'link is required', [{ path: 'link', message: 'required' }]);
       const browser = randomToken();
-      const flow = await c.var.idempotent((db) => startFlow(db, box, { link, browser }));
+      const flow = await c.var.withDatabase((db) => startFlow(db, box, { link, browser }));
       if (!flow) {
         throw new ApiError(
           400,
@@ -109,7 +109,7 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
         ]);
       }
       const browser = getCookie(c, FLOW_COOKIE);
-      const consumed = await c.var.idempotent((db) => consumeState(db, box, { state, browser }));
+      const consumed = await c.var.withDatabase((db) => consumeState(db, box, { state, browser }));
       if (consumed.kind === 'unknown') {
         throw new ApiError(
           400,
@@ -189,7 +189,7 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
           'Xero did not list the approved tenants; start again',
         );
       });
-      const saved = await c.var.idempotent((db) =>
+      const saved = await c.var.withDatabase((db) =>
         saveGrant(db, box, { organizationId, authEventId, scope: tokens.scope ?? null, tokens, tenants }),
       );
       for (const r of saved.refused) {

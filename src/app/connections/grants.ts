@@ -1,6 +1,6 @@
 import { inArray, sql } from 'drizzle-orm';
 import type { Database } from '../../platform/db/types.js';
-import type { SecretBox } from '../../platform/secret-box.js';
+import type { SecretBox } from '../../platform/util/secret-box.js';
 import { xeroGrants } from '../schema.js';
 import type { TokenSet, XeroTenant } from '../xero/client.js';
 

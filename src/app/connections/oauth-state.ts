@@ -1,9 +1,9 @@
 import { sql } from 'drizzle-orm';
-import { encodeBase64Url } from '../../platform/base64.js';
 import { interval } from '../../platform/db/interval.js';
 import type { Database } from '../../platform/db/types.js';
-import type { SecretBox } from '../../platform/secret-box.js';
-import { hashApiKey } from '../api-keys.js';
+import { encodeBase64Url } from '../../platform/util/base64.js';
+import type { SecretBox } from '../../platform/util/secret-box.js';
+import { sha256Hex } from '../../platform/util/sha256.js';
 import { rowsOf } from '../push/rows.js';
 
 /** How long a flow may take from opening the link to the callback. */
@@ -38,7 +38,7 @@ export async function startFlow(
   input: { link: string; browser: string },
 ): Promise<StartedFlow | undefined> {
   const state = randomToken();
-  const stateHash = hashApiKey(state);
+  const stateHash = sha256Hex(state);
   const verifier = randomToken();
   const verifierEnc = await box.seal(verifier, verifierContext(stateHash));
   // Expired states are swept as new ones are issued: no separate job for a table this small.
@@ -46,10 +46,10 @@ export async function startFlow(
   const result = await db.execute(sql`
     WITH link AS (
       DELETE FROM connect_links
-      WHERE link_hash = ${hashApiKey(input.link)} AND expires_at > now()
+      WHERE link_hash = ${sha256Hex(input.link)} AND expires_at > now()
       RETURNING organization_id)
     INSERT INTO oauth_states (state_hash, organization_id, expires_at, browser_hash, code_verifier_enc)
-    SELECT ${stateHash}, organization_id, now() + ${interval(STATE_TTL_MS)}, ${hashApiKey(input.browser)},
+    SELECT ${stateHash}, organization_id, now() + ${interval(STATE_TTL_MS)}, ${sha256Hex(input.browser)},
            ${verifierEnc}
     FROM link
     RETURNING organization_id`);
@@ -75,12 +75,12 @@ export async function consumeState(
   box: SecretBox,
   input: { state: string; browser: string | undefined },
 ): Promise<ConsumedState> {
-  const stateHash = hashApiKey(input.state);
+  const stateHash = sha256Hex(input.state);
   if (input.browser) {
     const result = await db.execute(sql`
       WITH consumed AS (
         DELETE FROM oauth_states
-        WHERE state_hash = ${stateHash} AND browser_hash = ${hashApiKey(input.browser)}
+        WHERE state_hash = ${stateHash} AND browser_hash = ${sha256Hex(input.browser)}
           AND code_verifier_enc IS NOT NULL AND expires_at > now()
         RETURNING organization_id, code_verifier_enc)
       SELECT c.organization_id, c.code_verifier_enc, o.name

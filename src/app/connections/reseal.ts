@@ -1,6 +1,6 @@
 import { and, asc, eq, gt, isNull } from 'drizzle-orm';
 import type { Database } from '../../platform/db/types.js';
-import type { SecretBox } from '../../platform/secret-box.js';
+import type { SecretBox } from '../../platform/util/secret-box.js';
 import { xeroGrants } from '../schema.js';
 import { tokenContext } from './grants.js';
 

@@ -1,9 +1,9 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { uuid } from 'zod/mini';
-import type { Logger } from '../../platform/log.js';
-import type { SecretBox } from '../../platform/secret-box.js';
-import { validate } from '../../platform/validate.js';
+import type { Logger } from '../../platform/util/log.js';
+import type { SecretBox } from '../../platform/util/secret-box.js';
+import { validate } from '../../platform/util/validate.js';
 import type { AuthEnv } from '../auth.js';
 import { ApiError, errorBody } from '../errors.js';
 import { xeroConnections, xeroGrants } from '../schema.js';
@@ -40,7 +40,7 @@ export function connectionRoutes({ xero, box, log, pushTick }: ConnectionRoutesD
 
   routes.get('/', async (c) => {
     const organization = c.get('organization');
-    const rows = await c.var.idempotent((db) => listConnections(db, organization.id));
+    const rows = await c.var.withDatabase((db) => listConnections(db, organization.id));
     return c.json({ data: rows });
   });
 
@@ -55,7 +55,7 @@ export function connectionRoutes({ xero, box, log, pushTick }: ConnectionRoutesD
       const id = c.req.param('id');
       const organization = c.get('organization');
       if (!validate(uuid(), id).success) throw notFound();
-      const chosen = await c.var.idempotent((db) => chooseConnection(db, organization.id, id, asDefault));
+      const chosen = await c.var.withDatabase((db) => chooseConnection(db, organization.id, id, asDefault));
       if (!chosen) throw notFound();
       if (chosen.queued > 0 && pushTick) c.var.schedule(pushTick);
       return c.json(chosen.view);
@@ -73,7 +73,7 @@ export function connectionRoutes({ xero, box, log, pushTick }: ConnectionRoutesD
     const id = c.req.param('id');
     const organization = c.get('organization');
     if (!validate(uuid(), id).success) throw notFound();
-    const removed = await c.var.idempotent(async (db): Promise<Removed | undefined> => {
+    const removed = await c.var.withDatabase(async (db): Promise<Removed | undefined> => {
       const [row] = await db
         .select({
           tenantId: xeroConnections.tenantId,

@@ -7,11 +7,11 @@
 
 import { createXeroSandbox, type XeroSandbox } from '../../../tools/xero-sandbox/app.js';
 import { IN_PROCESS_ORIGIN, inProcessFetch } from '../../../tools/xero-sandbox/in-process.js';
-import type { Env } from '../../platform/config.js';
 import type { Database } from '../../platform/db/types.js';
-import type { Logger } from '../../platform/log.js';
-import type { AppIndex, ProcessAppModule } from '../../platform/module.js';
-import type { SecretBox } from '../../platform/secret-box.js';
+import type { AppIndex, ProcessAppModule } from '../../platform/http/module.js';
+import type { Env } from '../../platform/util/config.js';
+import type { Logger } from '../../platform/util/log.js';
+import type { SecretBox } from '../../platform/util/secret-box.js';
 import type { AuthEnv } from '../auth.js';
 import type { AppConfig } from '../config.js';
 import { chooseConnection } from '../connections/choose.js';

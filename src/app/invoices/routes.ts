@@ -1,7 +1,7 @@
 import { Hono } from 'hono';
 import { coerce, int, maximum, minimum, optional, strictObject, string, uuid, enum as zenum } from 'zod/mini';
-import { sha256Hex } from '../../platform/sha256.js';
-import { validate } from '../../platform/validate.js';
+import { sha256Hex } from '../../platform/util/sha256.js';
+import { validate } from '../../platform/util/validate.js';
 import type { AuthEnv } from '../auth.js';
 import { limitBodySize } from '../body-size.js';
 import { ApiError, errorBody } from '../errors.js';
@@ -70,7 +70,7 @@ export function invoiceRoutes({ pushTick, maxPendingInvoices = 10_000 }: Invoice
       const hash = sha256Hex(JSON.stringify(input));
       const organization = c.get('organization');
       const { tenantId } = input;
-      const outcome = await c.var.idempotent(async (db) => {
+      const outcome = await c.var.withDatabase(async (db) => {
         // A tenant the organization has not chosen is refused, unless this is a replay of a key
         // already used (answered as before, whatever the connection became since).
         if (tenantId !== undefined && !(await isChosenTenant(db, organization.id, tenantId))) {
@@ -120,7 +120,7 @@ export function invoiceRoutes({ pushTick, maxPendingInvoices = 10_000 }: Invoice
     const id = c.req.param('id');
     const organization = c.get('organization');
     const push = validate(uuid(), id).success
-      ? await c.var.idempotent((db) => findPush(db, organization.id, id))
+      ? await c.var.withDatabase((db) => findPush(db, organization.id, id))
       : undefined;
     if (!push) throw new ApiError(404, 'not_found', 'no such invoice');
     return c.json(pushView(push));
@@ -149,7 +149,7 @@ export function invoiceRoutes({ pushTick, maxPendingInvoices = 10_000 }: Invoice
     }
     const organization = c.get('organization');
     // One extra row tells whether another page exists without a count query.
-    const rows = await c.var.idempotent((db) =>
+    const rows = await c.var.withDatabase((db) =>
       listPushes(db, organization.id, { status, after, limit: limit + 1 }),
     );
     const page = rows.slice(0, limit);

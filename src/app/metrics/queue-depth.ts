@@ -1,7 +1,7 @@
 import { count } from 'drizzle-orm';
+import type { AppMetricsContext } from '../../platform/http/module.js';
 import type { GaugeRegistry } from '../../platform/metrics/registry.js';
-import type { AppMetricsContext } from '../../platform/module.js';
-import { withTimeout } from '../../platform/timeout.js';
+import { withTimeout } from '../../platform/util/timeout.js';
 import { invoicePushes, PUSH_STATUSES } from '../schema.js';
 
 /**

@@ -1,5 +1,5 @@
 import type { MetricsRegistry } from '../../platform/metrics/registry.js';
-import type { RefreshTickResult } from '../ticks/refresh-tokens.js';
+import type { RefreshTickResult } from '../connections/refresh-tokens.js';
 
 const OUTCOMES = {
   refreshed: 'refreshed',

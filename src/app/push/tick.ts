@@ -1,9 +1,10 @@
 import { poisonReason } from '../../platform/db/poison.js';
 import type { Database } from '../../platform/db/types.js';
-import type { Logger } from '../../platform/log.js';
-import type { SecretBox } from '../../platform/secret-box.js';
+import type { Logger } from '../../platform/util/log.js';
+import type { SecretBox } from '../../platform/util/secret-box.js';
 import { AccessTokenCache, accessTokens } from '../connections/grants.js';
-import { idempotencyKeyOf, type StoredInvoice, toXeroInvoice, type XeroClient } from '../xero/client.js';
+import { type StoredInvoice, toXeroInvoice } from '../invoices/xero-payload.js';
+import { idempotencyKeyOf, type XeroClient } from '../xero/client.js';
 import type { XeroBudget } from './budget.js';
 import { type ClaimedPush, claimPushes } from './claim.js';
 import { type CallOutcome, dispatchPushes, type ReadyPush } from './dispatch.js';

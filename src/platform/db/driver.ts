@@ -1,5 +1,5 @@
-import type { Config } from '../config.js';
-import type { Logger } from '../log.js';
+import type { Config } from '../util/config.js';
+import type { Logger } from '../util/log.js';
 import { createNeonDriver } from './drivers/neon.js';
 import { createPgDriver } from './drivers/pg.js';
 import { createPgliteDriver } from './drivers/pglite.js';

@@ -1,4 +1,4 @@
-import type { Logger } from '../log.js';
+import type { Logger } from '../util/log.js';
 import type { PoolRole } from './types.js';
 
 // A failover, or a database that stays read-only (a managed primary near a full disk), is one

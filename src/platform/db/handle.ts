@@ -1,5 +1,5 @@
-import type { Logger } from '../log.js';
-import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
+import type { Logger } from '../util/log.js';
+import { noTelemetry, type Telemetry } from '../util/telemetry.js';
 import { type DisposalCause, describeDisposal } from './disposal.js';
 import { FailoverEpisodes } from './episode.js';
 import type { Database, DatabaseDriver, DatabasePool, PoolRole, PoolStats } from './types.js';

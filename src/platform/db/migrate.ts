@@ -1,4 +1,4 @@
-import type { Logger } from '../log.js';
+import type { Logger } from '../util/log.js';
 import { acquireMigrationLock, type LockWaitOptions } from './migration-lock.js';
 import type { DatabasePool, SqlSession } from './types.js';
 

@@ -1,4 +1,4 @@
-import type { Logger } from '../log.js';
+import type { Logger } from '../util/log.js';
 import type { SqlSession } from './types.js';
 
 // Arbitrary but fixed: every replica of this app must contend for the same advisory lock.

@@ -1,4 +1,4 @@
-import type { Logger } from '../log.js';
+import type { Logger } from '../util/log.js';
 import { describeWork, type PoisonedWork } from './disposal.js';
 import type { DatabaseHandle } from './handle.js';
 import { poisonReason } from './poison.js';

@@ -1,4 +1,4 @@
-import { causeChain, viaAnyWrapper } from '../error-chain.js';
+import { causeChain, viaAnyWrapper } from '../util/error-chain.js';
 
 // Is this error a sign that the connection (or the whole pool) is pointed at the wrong server or is
 // broken? Then the caller disposes the pool and retries once on a fresh one (ARCHITECTURE.md, "Poison

@@ -1,6 +1,6 @@
-import { errorCode } from '../error-chain.js';
-import type { Logger } from '../log.js';
-import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
+import { errorCode } from '../util/error-chain.js';
+import type { Logger } from '../util/log.js';
+import { noTelemetry, type Telemetry } from '../util/telemetry.js';
 import { PROBE_READ_ONLY } from './disposal.js';
 import type { FailoverEpisodes } from './episode.js';
 import type { DatabaseHandle } from './handle.js';
@@ -28,9 +28,9 @@ export interface ReplicationSettings {
 
 export interface WriteProbeOptions {
   /** The probe's own small pool: a saturated application pool must not look like an outage. */
-  probe: DatabaseHandle;
+  probeDatabase: DatabaseHandle;
   /** Disposed together with the probe pool when the database turns out read-only. */
-  app: DatabaseHandle;
+  appDatabase: DatabaseHandle;
   timeoutMs: number;
   instanceId: string;
   log: Logger;
@@ -120,7 +120,7 @@ export class WriteProbe {
   }
 
   async #run(): Promise<ProbeResult> {
-    const { probe, timeoutMs } = this.options;
+    const { probeDatabase: probe, timeoutMs } = this.options;
     const started = performance.now();
     const generation = probe.generation;
     const elapsed = () => Math.round(performance.now() - started);
@@ -150,14 +150,14 @@ export class WriteProbe {
   }
 
   #episodes(): Set<FailoverEpisodes> {
-    return new Set([this.options.app.episodes, this.options.probe.episodes]);
+    return new Set([this.options.appDatabase.episodes, this.options.probeDatabase.episodes]);
   }
 
   // A read-only answer means our connections are pinned to a demoted node: throw both pools away so
   // the next probe and the next query connect afresh and reach whatever is primary now. The episode
   // logs the warning (once) and damps the disposals of pools built since it began (episode.ts).
   #readOnly(latencyMs: number, reason: string, generation: number): ProbeResult {
-    const { app, probe, log } = this.options;
+    const { appDatabase: app, probeDatabase: probe, log } = this.options;
     for (const e of this.#episodes()) e.sign('probe', reason, 'probe');
     log.debug('database is read-only; disposing pools', { reason });
     // The swap is synchronous; ending the old pools waits for their queries, so it is not awaited here.

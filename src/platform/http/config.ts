@@ -1,5 +1,5 @@
 import { object, optional, refine, string } from 'zod/mini';
-import { ConfigError, type Env, int, parseEnv } from '../config.js';
+import { ConfigError, type Env, int, parseEnv } from '../util/config.js';
 
 // HTTP server limits for the long-lived runtimes (Node, Bun): how long a client may take to send its
 // headers and its request, how long a connection may sit without a request, and how many connections

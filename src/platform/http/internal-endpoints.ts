@@ -1,5 +1,5 @@
 import { object, optional, string } from 'zod/mini';
-import { ConfigError, defaultBindHost, type Env, int, parseEnv } from '../config.js';
+import { ConfigError, defaultBindHost, type Env, int, parseEnv } from '../util/config.js';
 
 // /metrics and /healthz/ticks say how the service runs (pool sizes, queue depth, tick failures) and
 // cost database reads: not for anyone who reaches the port. A process bound beyond loopback must guard

@@ -1,4 +1,4 @@
-import type { Logger } from '../log.js';
+import type { Logger } from '../util/log.js';
 import type { HttpConfig } from './config.js';
 
 // The contract between the process lifecycle and a runtime's HTTP server (platform/runtimes/*-listener.ts).

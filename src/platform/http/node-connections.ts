@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Logger } from '../log.js';
+import type { Logger } from '../util/log.js';
 
 // Node's HTTP server keeps every connection a client opens until the client closes it. This guard
 // (1) closes a connection that sits idle (no request in flight, no byte either way) for the idle

@@ -4,23 +4,23 @@ import type { DatabaseHandle } from '../db/handle.js';
 import { isPoolExhausted, poisonReason } from '../db/poison.js';
 import { DatabaseUnavailableError, withPoisonRetry } from '../db/poison-retry.js';
 import type { WriteProbe } from '../db/probe.js';
-import type { ErrorTracker } from '../error-tracking.js';
-import type { ReadinessGate } from '../gate.js';
-import { healthRoutes } from '../health.js';
-import { type TickHealthEndpoint, tickHealthRoutes } from '../jobs/tick-health-route.js';
-import type { Logger } from '../log.js';
-import { metricsRoutes } from '../metrics/route.js';
-import type { AppEnv, AppInstance, RequestScope } from '../module.js';
-import { currentRequestId, observeRequests } from '../telemetry/requests.js';
-import type { Telemetry } from '../telemetry/telemetry.js';
+import type { ErrorTracker } from '../util/error-tracking.js';
+import type { Logger } from '../util/log.js';
+import type { Telemetry } from '../util/telemetry.js';
 import { errorBody } from './error-body.js';
+import type { ReadinessGate } from './gate.js';
+import { healthRoutes } from './health.js';
+import { metricsRoutes } from './metrics-route.js';
+import type { AppEnv, AppInstance, RequestScope } from './module.js';
+import { currentRequestId, observeRequests } from './request-telemetry.js';
+import { type TickHealthEndpoint, tickHealthRoutes } from './tick-health-route.js';
 
 /** What the lifecycle hands each request (as Hono's `env`): the app's scope and the platform's parts. */
 export interface ServedScope {
   database: DatabaseHandle;
   /** The probe's own handle (tick health and scrapes read through it). */
   probeDatabase: DatabaseHandle;
-  probe: WriteProbe;
+  writeProbe: WriteProbe;
   schedule(tick: string): void;
 }
 
@@ -58,13 +58,13 @@ export function createShell<E extends AppEnv>(options: ShellOptions<E>): Hono<Sh
   const shell = new Hono<ShellEnv>();
   shell.use('*', observeRequests(options.telemetry));
   const scope = (c: Context): ServedScope => c.env;
-  shell.route('/', healthRoutes({ gate, probe: (c) => scope(c).probe }));
+  shell.route('/', healthRoutes({ gate, writeProbe: (c) => scope(c).writeProbe }));
   if (options.internalEndpoints !== 'elsewhere') mountInternalEndpoints(shell, options);
   shell.use('*', async (c, next) => {
     const { database, schedule } = c.env;
     c.set('database', database);
     c.set('schedule', schedule);
-    c.set('idempotent', (fn) => withPoisonRetry(database, fn, { retry: true, source: 'request', log }));
+    c.set('withDatabase', (fn) => withPoisonRetry(database, fn, { retry: true, source: 'request', log }));
     await next();
   });
   shell.route('/', app.routes);
@@ -87,7 +87,7 @@ export function createInternalShell(options: InternalShellOptions): Hono<ShellEn
   const { gate, log, errors } = options;
   const shell = new Hono<ShellEnv>();
   shell.use('*', observeRequests(options.telemetry));
-  shell.route('/', healthRoutes({ gate, probe: (c) => (c.env as ServedScope).probe }));
+  shell.route('/', healthRoutes({ gate, writeProbe: (c) => (c.env as ServedScope).writeProbe }));
   mountInternalEndpoints(shell, options);
   shell.notFound((c) => c.json(errorBody('not_found', 'no such route'), 404));
   shell.onError((err, c) => internalError(err, c, log, errors));

@@ -1,4 +1,4 @@
-import type { Logger } from '../log.js';
+import type { Logger } from '../util/log.js';
 import { tickErrorCode } from './tick-health-store.js';
 
 // Heartbeats in the healthchecks.io ping protocol, which Cronitor and Better Stack heartbeats accept

@@ -1,6 +1,6 @@
 import { DatabaseUnavailableError } from '../db/poison-retry.js';
-import type { Logger } from '../log.js';
-import { withFreshLogContext } from '../log-context.js';
+import type { Logger } from '../util/log.js';
+import { withFreshLogContext } from '../util/log-context.js';
 
 export interface Loop {
   name: string;

@@ -1,5 +1,5 @@
 import { object } from 'zod/mini';
-import { type Env, int, parseEnv } from '../config.js';
+import { type Env, int, parseEnv } from '../util/config.js';
 import { heartbeatVariable } from './heartbeats.js';
 import type { TickHealthPolicy } from './tick-health.js';
 

@@ -1,7 +1,7 @@
 import type { DatabasePool } from '../db/types.js';
-import { causeChain } from '../error-chain.js';
-import { sqlstateOf } from '../log.js';
-import { TimeoutError } from '../timeout.js';
+import { causeChain } from '../util/error-chain.js';
+import { sqlstateOf } from '../util/log.js';
+import { TimeoutError } from '../util/timeout.js';
 
 // The tick health table's statements. Each record is one statement (an upsert), so every driver runs
 // it, Neon's HTTP one included, and every replica and cron invocation writes the same table.

@@ -1,7 +1,7 @@
 import type { DatabaseHandle } from '../db/handle.js';
-import type { ErrorTracker, MonitorConfig } from '../error-tracking.js';
-import type { Logger } from '../log.js';
-import { withTimeout } from '../timeout.js';
+import type { ErrorTracker, MonitorConfig } from '../util/error-tracking.js';
+import type { Logger } from '../util/log.js';
+import { withTimeout } from '../util/timeout.js';
 import { ping } from './heartbeats.js';
 import { recordTickFinish, recordTickStart, tickErrorCode } from './tick-health-store.js';
 

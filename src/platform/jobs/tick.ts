@@ -1,11 +1,11 @@
 import type { DatabaseHandle } from '../db/handle.js';
 import { DatabaseUnavailableError, withPoisonRetry } from '../db/poison-retry.js';
 import type { Database } from '../db/types.js';
-import type { ErrorTracker } from '../error-tracking.js';
-import type { Logger } from '../log.js';
-import { withLogContext } from '../log-context.js';
-import type { TickOutcome } from '../metrics/platform-metrics.js';
-import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
+import type { ErrorTracker } from '../util/error-tracking.js';
+import type { Logger } from '../util/log.js';
+import { withLogContext } from '../util/log-context.js';
+import type { TickOutcome } from '../util/telemetry.js';
+import { noTelemetry, type Telemetry } from '../util/telemetry.js';
 import type { TickMonitor } from './tick-monitor.js';
 
 export type TickFn<T> = (db: Database) => Promise<T>;

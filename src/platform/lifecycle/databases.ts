@@ -2,8 +2,8 @@ import { FailoverEpisodes } from '../db/episode.js';
 import { DatabaseHandle } from '../db/handle.js';
 import { WriteProbe } from '../db/probe.js';
 import type { DatabaseDriver } from '../db/types.js';
-import type { Logger } from '../log.js';
-import type { Telemetry } from '../telemetry/telemetry.js';
+import type { Logger } from '../util/log.js';
+import type { Telemetry } from '../util/telemetry.js';
 
 /**
  * The database parts over one driver: the app's pool, the probe's own, and the write probe. A process
@@ -12,8 +12,9 @@ import type { Telemetry } from '../telemetry/telemetry.js';
 export interface Databases {
   driver: DatabaseDriver;
   episodes: FailoverEpisodes;
-  app: DatabaseHandle;
-  probe: DatabaseHandle;
+  /** The application's pool, for requests, ticks and indexes. */
+  appDatabase: DatabaseHandle;
+  probeDatabase: DatabaseHandle;
   writeProbe: WriteProbe;
   /** Ends the episode (unless it was given), both pools, then the driver. */
   close(): Promise<void>;
@@ -33,11 +34,11 @@ export function createDatabases(driver: DatabaseDriver, options: DatabasesOption
   const { log, telemetry } = options;
   // One failover episode for both pools: one warning and one summary, however many see it.
   const episodes = options.episodes ?? new FailoverEpisodes(log);
-  const app = new DatabaseHandle(driver, 'app', log, telemetry, episodes);
-  const probe = new DatabaseHandle(driver, 'probe', log, telemetry, episodes);
+  const appDatabase = new DatabaseHandle(driver, 'app', log, telemetry, episodes);
+  const probeDatabase = new DatabaseHandle(driver, 'probe', log, telemetry, episodes);
   const writeProbe = new WriteProbe({
-    probe,
-    app,
+    probeDatabase,
+    appDatabase,
     timeoutMs: options.probeTimeoutMs,
     instanceId: options.instanceId,
     log,
@@ -46,12 +47,12 @@ export function createDatabases(driver: DatabaseDriver, options: DatabasesOption
   return {
     driver,
     episodes,
-    app,
-    probe,
+    appDatabase,
+    probeDatabase,
     writeProbe,
     close: async () => {
       if (!options.episodes) episodes.close();
-      await Promise.allSettled([app.close(), probe.close()]);
+      await Promise.allSettled([appDatabase.close(), probeDatabase.close()]);
       await driver.close();
     },
   };

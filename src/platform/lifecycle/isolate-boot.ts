@@ -1,6 +1,6 @@
-import { ConfigError } from '../config.js';
-import { errorCode } from '../error-chain.js';
-import { TimeoutError } from '../timeout.js';
+import { ConfigError } from '../util/config.js';
+import { errorCode } from '../util/error-chain.js';
+import { TimeoutError } from '../util/timeout.js';
 
 /** Why an isolate's last boot failed, as readiness reports it (checks.database). */
 export type IsolateBootCause = 'configuration' | 'unreachable' | 'timeout' | 'schema_behind' | 'schema_ahead';
@@ -29,7 +29,8 @@ export function bootCauseOf(err: unknown): IsolateBootError {
   );
 }
 
-export interface BootFailure {
+/** The last failed boot and when the next may start. */
+export interface BootBackoff {
   cause: IsolateBootCause;
   retryAt: number;
   /** Failed attempts in a row. */
@@ -47,10 +48,10 @@ export const BOOT_RETRY_MS: readonly number[] = [1000, 5000, 30_000];
 export class RetryingBoot {
   #booted = false;
   #running: Promise<boolean> | undefined;
-  #failure: BootFailure | undefined;
+  #failure: BootBackoff | undefined;
   #attempts = 0;
 
-  get failure(): Readonly<BootFailure> | undefined {
+  get failure(): Readonly<BootBackoff> | undefined {
     return this.#failure;
   }
 

@@ -1,6 +1,6 @@
-import type { Config, Env } from '../config.js';
 import type { DatabaseDriver } from '../db/types.js';
-import type { Logger } from '../log.js';
+import type { Config, Env } from '../util/config.js';
+import type { Logger } from '../util/log.js';
 
 /** A Worker's bindings: strings (vars, secrets) and objects (Hyperdrive, KV, ...). */
 export type Bindings = Record<string, unknown>;

@@ -1,6 +1,6 @@
-import { ConfigError } from '../config.js';
 import { createHyperdriveDriver } from '../db/drivers/hyperdrive.js';
 import { asHyperdriveBinding } from '../db/drivers/hyperdrive-binding.js';
+import { ConfigError } from '../util/config.js';
 import type { IsolateDatabase } from './isolate-database.js';
 
 /**

@@ -1,5 +1,5 @@
-import { ConfigError } from '../config.js';
 import { createNeonDriver } from '../db/drivers/neon.js';
+import { ConfigError } from '../util/config.js';
 import type { IsolateDatabase } from './isolate-database.js';
 
 /**

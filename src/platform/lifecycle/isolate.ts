@@ -1,31 +1,32 @@
 import type { Hono } from 'hono';
-import { type Config, ConfigError, type Env, loadAll, loadConfig } from '../config.js';
 import { asHyperdriveBinding } from '../db/drivers/hyperdrive-binding.js';
 import { FailoverEpisodes } from '../db/episode.js';
 import type { DatabaseHandle } from '../db/handle.js';
 import { schemaState } from '../db/migrate.js';
-import { errorCode } from '../error-chain.js';
-import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../error-tracking.js';
-import { ReadinessGate } from '../gate.js';
-import { isProbeMethod, LIVENESS_PATHS, liveResponse, methodNotAllowed } from '../health.js';
+import { poisonReason } from '../db/poison.js';
 import { errorBody } from '../http/error-body.js';
+import { ReadinessGate } from '../http/gate.js';
+import { isProbeMethod, LIVENESS_PATHS, liveResponse, methodNotAllowed } from '../http/health.js';
+import type { AppEnv, AppInstance, AppModule } from '../http/module.js';
+import { requestIdFrom } from '../http/request-telemetry.js';
 import { createShell, type ServedScope, type ShellEnv } from '../http/shell.js';
+import { observeTickHealth } from '../http/tick-gauges.js';
 import { createTickRunner, type TickRunner } from '../jobs/tick.js';
 import type { MonitoredTick, TickHealthPolicy } from '../jobs/tick-health.js';
 import { loadTickHealthConfig, type TickHealthConfig } from '../jobs/tick-health-config.js';
 import { readTickHealth } from '../jobs/tick-health-store.js';
 import { intervalMonitorConfig, TickMonitor } from '../jobs/tick-monitor.js';
-import { createLogger, type Logger } from '../log.js';
-import { withLogContext } from '../log-context.js';
 import { observeDatabase } from '../metrics/db-gauges.js';
 import { createGaugeRegistry } from '../metrics/gauges.js';
 import { createScrapeCache } from '../metrics/scrape-cache.js';
-import { observeTickHealth } from '../metrics/tick-gauges.js';
-import type { AppEnv, AppInstance, AppModule } from '../module.js';
 import { loadTelemetryConfig } from '../telemetry/config.js';
-import { requestIdFrom } from '../telemetry/requests.js';
-import { noTelemetry } from '../telemetry/telemetry.js';
-import { withTimeout } from '../timeout.js';
+import { type Config, ConfigError, type Env, loadAll, loadConfig } from '../util/config.js';
+import { errorCode } from '../util/error-chain.js';
+import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../util/error-tracking.js';
+import { createLogger, type Logger } from '../util/log.js';
+import { withLogContext } from '../util/log-context.js';
+import { noTelemetry } from '../util/telemetry.js';
+import { withTimeout } from '../util/timeout.js';
 import { createDatabases, type Databases } from './databases.js';
 import { FollowUpRuns } from './follow-up-runs.js';
 import { bootCauseOf, IsolateBootError, RetryingBoot } from './isolate-boot.js';
@@ -102,7 +103,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       () => module.loadConfig(env),
       () => loadTickHealthConfig(env, module.tickNames),
     );
-    const log = createLogger(config.logLevel);
+    const log = createLogger(config.logLevel, {}, undefined, poisonReason);
     const { database } = chosen;
     log.info('isolate database', { database: database.name });
     if (database.name !== 'hyperdrive' && Object.values(bindings).some((b) => asHyperdriveBinding(b))) {
@@ -148,7 +149,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
           const gauges = createGaugeRegistry((metric, err) =>
             log.warn('metrics collector failed', { metric, err }),
           );
-          observeDatabase(gauges, scope.probe);
+          observeDatabase(gauges, scope.writeProbe);
           app.metrics?.gauges?.(gauges, {
             database: scope.database,
             cache: scrapeCache,
@@ -195,7 +196,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     }
     try {
       const schema = await withTimeout(
-        schemaState(inv.app.pool, module.latestMigrationAt),
+        schemaState(inv.appDatabase.pool, module.latestMigrationAt),
         iso.config.probeTimeoutMs,
         'checking the schema',
       ).catch((err: unknown) => {
@@ -208,7 +209,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
         );
       }
       for (const index of iso.app.indexes) {
-        await index.load(inv.app.db).catch((err: unknown) => {
+        await index.load(inv.appDatabase.db).catch((err: unknown) => {
           throw bootCauseOf(err);
         });
       }
@@ -234,7 +235,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       },
       (err, retryInMs) => {
         gate.fail();
-        (isolate?.log ?? createLogger()).error('isolate boot failed', {
+        (isolate?.log ?? createLogger('info', {}, undefined, poisonReason)).error('isolate boot failed', {
           err,
           cause: err.bootCause,
           retry_in_ms: retryInMs,
@@ -295,25 +296,25 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     const background: Promise<unknown>[] = [];
     let monitor: TickMonitor | undefined;
     const scope: ServedScope = {
-      database: inv.app,
-      probeDatabase: inv.probe,
-      probe: inv.writeProbe,
+      database: inv.appDatabase,
+      probeDatabase: inv.probeDatabase,
+      writeProbe: inv.writeProbe,
       schedule: (name) => {
         const tick = iso.app.ticks.find((t) => t.name === name);
         if (!tick) return;
-        monitor ??= tickMonitor(iso, inv.app);
-        const target = { database: inv.app, monitor };
+        monitor ??= tickMonitor(iso, inv.appDatabase);
+        const target = { database: inv.appDatabase, monitor };
         background.push(followUps.schedule(tick.name, () => iso.runTick(tick.name, tick.run, target)));
       },
     };
     try {
-      if (Date.now() - indexesLoadedAt > iso.config.registryRefreshMs) {
+      if (Date.now() - indexesLoadedAt > iso.config.indexRefreshMs) {
         // Claimed before the load, so concurrent requests refresh once; a failed refresh keeps the index
         // it had (readiness and the request itself report the database).
         indexesLoadedAt = Date.now();
         for (const index of iso.app.indexes) {
           await index
-            .load(inv.app.db)
+            .load(inv.appDatabase.db)
             .catch((err: unknown) =>
               iso.log.warn(`${index.name} refresh failed`, { reason: errorCode(err) ?? 'error' }),
             );
@@ -359,11 +360,11 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     const inv = await invocation(iso, bindings);
     // Sentry's monitor gets the trigger's own crontab: the schedule a missed invocation is measured by.
     const cron = typeof controller?.cron === 'string' && controller.cron ? controller.cron : undefined;
-    const monitor = tickMonitor(iso, inv.app, cron);
+    const monitor = tickMonitor(iso, inv.appDatabase, cron);
     const work = (async () => {
       // In the app's order (it lists token refresh first: a push with an expired token is only deferred).
       for (const tick of iso.app.ticks) {
-        await iso.runTick(tick.name, tick.run, { database: inv.app, monitor }).catch(() => {});
+        await iso.runTick(tick.name, tick.run, { database: inv.appDatabase, monitor }).catch(() => {});
       }
     })()
       .finally(() => monitor.idle())

@@ -1,17 +1,18 @@
 import type { DatabaseHandle } from '../db/handle.js';
 import type { WriteProbe } from '../db/probe.js';
+import type { AppEnv, AppInstance } from '../http/module.js';
+import { observeTickHealth } from '../http/tick-gauges.js';
 import type { MonitoredTick, TickHealthPolicy } from '../jobs/tick-health.js';
 import { readTickHealth } from '../jobs/tick-health-store.js';
-import type { Logger } from '../log.js';
 import { observeDatabase, observePools } from '../metrics/db-gauges.js';
-import { type PlatformMetrics, platformMetrics } from '../metrics/platform-metrics.js';
+import { platformMetrics } from '../metrics/platform-metrics.js';
 import type { MetricsRegistry } from '../metrics/registry.js';
 import { createScrapeCache } from '../metrics/scrape-cache.js';
-import { observeTickHealth } from '../metrics/tick-gauges.js';
-import type { AppEnv, AppInstance } from '../module.js';
 import type { TelemetryConfig } from '../telemetry/config.js';
-import type { Tracing } from '../telemetry/tracing.js';
-import { withTimeout } from '../timeout.js';
+import type { Logger } from '../util/log.js';
+import type { PlatformMetrics } from '../util/telemetry.js';
+import { withTimeout } from '../util/timeout.js';
+import type { Tracing } from '../util/tracing.js';
 
 // The process's telemetry boot step, in two parts: prom-client metrics, then OpenTelemetry when an
 // exporter is configured. Both load their libraries only now, so a boot without them pays nothing.
@@ -23,7 +24,7 @@ export interface StartedMetrics {
   tickResult: ((tick: string, result: unknown) => void) | undefined;
   /** Registers the gauges read from the database parts, once the pool step has built them. */
   observe(
-    databases: { app: DatabaseHandle; probe: DatabaseHandle; writeProbe: WriteProbe },
+    databases: { appDatabase: DatabaseHandle; probeDatabase: DatabaseHandle; writeProbe: WriteProbe },
     ticks: readonly MonitoredTick[],
     policy: TickHealthPolicy,
     timeoutMs: number,
@@ -43,13 +44,15 @@ export async function startMetrics<E extends AppEnv>(
     platform: platformMetrics(registry),
     tickResult: app.metrics?.counters?.(registry).tickResult,
     observe: (databases, ticks, policy, timeoutMs) => {
-      // The readings that query the database: cached, and on the application's pool (module.ts).
+      // The readings that query the database: cached, and on the application's pool (http/module.ts).
       const cache = createScrapeCache();
-      observePools(registry, [databases.app, databases.probe]);
+      observePools(registry, [databases.appDatabase, databases.probeDatabase]);
       observeDatabase(registry, databases.writeProbe);
-      app.metrics?.gauges?.(registry, { database: databases.app, cache, timeoutMs });
+      app.metrics?.gauges?.(registry, { database: databases.appDatabase, cache, timeoutMs });
       observeTickHealth(registry, ticks, policy, () =>
-        cache('tick health', () => withTimeout(readTickHealth(databases.app.pool), timeoutMs, 'tick health')),
+        cache('tick health', () =>
+          withTimeout(readTickHealth(databases.appDatabase.pool), timeoutMs, 'tick health'),
+        ),
       );
     },
   };

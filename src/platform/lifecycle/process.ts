@@ -1,26 +1,27 @@
-import { BootFailure, type BootStep, runBoot } from '../boot.js';
-import { type Config, ConfigError, loadAll, loadConfig } from '../config.js';
 import { createDriver } from '../db/driver.js';
 import { migrate } from '../db/migrate.js';
+import { poisonReason } from '../db/poison.js';
 import { withPoisonRetry } from '../db/poison-retry.js';
-import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../error-tracking.js';
-import { ReadinessGate } from '../gate.js';
 import { type HttpConfig, loadHttpConfig } from '../http/config.js';
+import { ReadinessGate } from '../http/gate.js';
 import { type InternalEndpointsConfig, loadInternalEndpointsConfig } from '../http/internal-endpoints.js';
 import { DEFAULT_HOST, type Listen, type Listener } from '../http/listener.js';
+import type { AppEnv, AppInstance, ProcessAppModule } from '../http/module.js';
 import { createInternalShell, createShell, type ServedScope } from '../http/shell.js';
 import { Scheduler } from '../jobs/scheduler.js';
 import { createTickRunner, type TickRunner } from '../jobs/tick.js';
 import { loadTickHealthConfig, type TickHealthConfig } from '../jobs/tick-health-config.js';
 import { intervalMonitorConfig, TickMonitor } from '../jobs/tick-monitor.js';
-import { createLogger } from '../log.js';
-import type { AppEnv, AppInstance, ProcessAppModule } from '../module.js';
-import { bootInterruptedExitCode, createShutdown } from '../shutdown.js';
 import { loadTelemetryConfig } from '../telemetry/config.js';
-import { noTelemetry, type Telemetry } from '../telemetry/telemetry.js';
-import { withTimeout } from '../timeout.js';
+import { type Config, ConfigError, loadAll, loadConfig } from '../util/config.js';
+import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../util/error-tracking.js';
+import { createLogger } from '../util/log.js';
+import { noTelemetry, type Telemetry } from '../util/telemetry.js';
+import { withTimeout } from '../util/timeout.js';
+import { BootFailure, type BootStep, runBoot } from './boot.js';
 import { createDatabases, type Databases } from './databases.js';
 import { type StartedMetrics, startMetrics, startTracing } from './process-telemetry.js';
+import { bootInterruptedExitCode, createShutdown } from './shutdown.js';
 
 /** What a long-lived runtime (platform/runtimes/node.ts, bun.ts) gives the process lifecycle. */
 export interface ProcessRuntime {
@@ -78,7 +79,7 @@ export async function startProcess<C, E extends AppEnv>(
     throw err;
   }
 
-  const log = createLogger(config.logLevel);
+  const log = createLogger(config.logLevel, {}, undefined, poisonReason);
   // Heartbeats are advisory: a malformed URL is a warning naming the variable (never its value).
   for (const problem of tickHealthConfig.warnings) log.warn('tick heartbeat misconfigured', { problem });
   const telemetryConfig = loadTelemetryConfig(runtime.env);
@@ -116,30 +117,30 @@ export async function startProcess<C, E extends AppEnv>(
 
   const openPool = async (): Promise<Databases> => {
     const driver = createDriver(config, log);
-    const db = createDatabases(driver, {
+    const dbs = createDatabases(driver, {
       log,
       telemetry,
       probeTimeoutMs: config.probeTimeoutMs,
       instanceId: runtime.instanceId,
     });
-    databases = db;
+    databases = dbs;
     const ready = () => driver.ready();
     await (runtime.whileSignalsKill ? runtime.whileSignalsKill(ready) : ready());
-    await withTimeout(db.app.pool.query('SELECT 1'), config.probeTimeoutMs, 'database ping');
+    await withTimeout(dbs.appDatabase.pool.query('SELECT 1'), config.probeTimeoutMs, 'database ping');
     const pooler = await driver.inspectPooler?.();
     if (pooler) log.info('database pooler', { ...pooler, named_statements: pooler.mode === 'session' });
-    metrics?.observe(db, ticks, tickPolicy, config.probeTimeoutMs);
-    return db;
+    metrics?.observe(dbs, ticks, tickPolicy, config.probeTimeoutMs);
+    return dbs;
   };
 
-  const startLoops = (db: Databases, runTick: TickRunner, tickMonitor: TickMonitor) => {
+  const startLoops = (dbs: Databases, runTick: TickRunner, tickMonitor: TickMonitor) => {
     // Organizations created or removed elsewhere (the CLI, another replica) reach this process here.
     for (const index of app.indexes) {
       loops.register({
         name: `${index.name} refresh`,
-        intervalMs: config.registryRefreshMs,
+        intervalMs: config.indexRefreshMs,
         run: () =>
-          withPoisonRetry(db.app, (d) => index.load(d), {
+          withPoisonRetry(dbs.appDatabase, (d) => index.load(d), {
             retry: true,
             source: 'background',
             name: `${index.name} refresh`,
@@ -147,7 +148,7 @@ export async function startProcess<C, E extends AppEnv>(
           }),
       });
     }
-    const target = { database: db.app, monitor: tickMonitor };
+    const target = { database: dbs.appDatabase, monitor: tickMonitor };
     for (const tick of app.ticks) {
       loops.register({
         name: tick.name,
@@ -158,7 +159,7 @@ export async function startProcess<C, E extends AppEnv>(
     loops.start();
   };
 
-  const bindListener = async (db: Databases) => {
+  const bindListener = async (dbs: Databases) => {
     const parts = {
       gate,
       log,
@@ -183,9 +184,9 @@ export async function startProcess<C, E extends AppEnv>(
     });
     // New work is run now rather than at the next interval (shutdown awaits the run).
     const scope: ServedScope = {
-      database: db.app,
-      probeDatabase: db.probe,
-      probe: db.writeProbe,
+      database: dbs.appDatabase,
+      probeDatabase: dbs.probeDatabase,
+      writeProbe: dbs.writeProbe,
       schedule: (tick) => loops.trigger(tick),
     };
     listener = await runtime.listen((request) => shell.fetch(request, scope), {
@@ -239,7 +240,7 @@ export async function startProcess<C, E extends AppEnv>(
       name: 'migrate',
       kind: 'hard',
       run: async () =>
-        void (await migrate(need(databases).app.pool, module.migrations, log, {
+        void (await migrate(need(databases).appDatabase.pool, module.migrations, log, {
           timeoutMs: config.migrationLockTimeoutMs,
           signal: bootAbort.signal,
         })),
@@ -248,7 +249,7 @@ export async function startProcess<C, E extends AppEnv>(
       (index): BootStep => ({
         name: `load ${index.name}`,
         kind: 'hard',
-        run: () => index.load(need(databases).app.db),
+        run: () => index.load(need(databases).appDatabase.db),
       }),
     ),
     { name: 'bind listener', kind: 'hard', run: () => bindListener(need(databases)) },
@@ -256,9 +257,9 @@ export async function startProcess<C, E extends AppEnv>(
       name: 'start loops',
       kind: 'hard',
       run: () => {
-        const db = need(databases);
+        const dbs = need(databases);
         monitor = new TickMonitor({
-          database: db.app,
+          database: dbs.appDatabase,
           instanceId: runtime.instanceId,
           log,
           errors,
@@ -276,7 +277,7 @@ export async function startProcess<C, E extends AppEnv>(
           telemetry,
           ...(tickResult ? { onResult: tickResult } : {}),
         });
-        startLoops(db, runTick, monitor);
+        startLoops(dbs, runTick, monitor);
       },
     },
     { name: 'open gate', kind: 'hard', run: () => gate.open() },

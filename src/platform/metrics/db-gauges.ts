@@ -1,5 +1,5 @@
 import type { PoolRole, PoolStats } from '../db/types.js';
-import { PROBE_OUTCOMES, type ProbeOutcome } from './platform-metrics.js';
+import { PROBE_OUTCOMES, type ProbeOutcome } from '../util/telemetry.js';
 import type { GaugeRegistry } from './registry.js';
 
 // Gauges read at scrape time from the pools and the write probe. observeDatabase is all that Workers

@@ -1,12 +1,16 @@
 import type { DisposalCause } from '../db/disposal.js';
 import type { PoolRole } from '../db/types.js';
+import {
+  type PlatformMetrics,
+  PROBE_OUTCOMES,
+  type ReportedDisposal,
+  type ReportedPool,
+} from '../util/telemetry.js';
 import { countRetirements } from './pool-retirements.js';
 import type { MetricsRegistry } from './registry.js';
 
 // What the platform counts: HTTP requests, readiness probes, pool disposals, tick runs. Every name and
 // label is listed in docs/observability.md (Metrics); keep the two in step.
-
-export type TickOutcome = 'ok' | 'retried' | 'crashed' | 'skipped';
 
 // The `cause` label of a disposal, by who asked for it. `other` stays in the label set (it is in the
 // documented series, starting at 0) although no typed cause maps to it any more.
@@ -16,31 +20,14 @@ const DISPOSAL_LABELS = {
   request: 'request_poison',
   background: 'background_poison',
 } as const satisfies Record<DisposalCause['source'], string>;
+// The port (util/telemetry.ts) names db's pools and disposal sources again; these fail to compile
+// when the two drift apart.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const poolsAgree: Same<PoolRole, ReportedPool> = true;
+const sourcesAgree: Same<DisposalCause['source'], ReportedDisposal['source']> = true;
+void poolsAgree;
+void sourcesAgree;
 const DISPOSAL_CAUSES = [...Object.values(DISPOSAL_LABELS), 'other'] as const;
-
-export const PROBE_OUTCOMES = ['ok', 'unreachable', 'read_only', 'timeout'] as const;
-export type ProbeOutcome = (typeof PROBE_OUTCOMES)[number];
-
-export interface PlatformMetrics {
-  request(method: string, route: string, status: number, seconds: number): void;
-  probe(outcome: ProbeOutcome, seconds: number): void;
-  /** A pool thrown away, with the cause given to dispose(); counted by who asked for it. */
-  disposal(pool: PoolRole, cause: DisposalCause): void;
-  /** A disposal asked for during a failover episode but held back: the pool was too young (episode.ts). */
-  disposalDamped(pool: PoolRole): void;
-  /** A freshly built pool: its single connections retired at max lifetime are counted (a metric of their own). */
-  observePool(pool: PoolRole, client: unknown): void;
-  tick(name: string, outcome: TickOutcome, seconds: number): void;
-}
-
-export const noMetrics: PlatformMetrics = {
-  request() {},
-  probe() {},
-  disposal() {},
-  disposalDamped() {},
-  observePool() {},
-  tick() {},
-};
 
 // Latency buckets in seconds: a local write probe takes a millisecond, a tick up to a minute.
 const FAST = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
@@ -97,7 +84,7 @@ export function platformMetrics(registry: MetricsRegistry): PlatformMetrics {
   });
   // Known label sets start at 0, so a rate or an increase() works from the first scrape.
   for (const outcome of PROBE_OUTCOMES) probes.inc({ outcome }, 0);
-  for (const pool of ['app', 'probe'] as const) {
+  for (const pool of ['app', 'probe'] as const satisfies readonly ReportedPool[]) {
     for (const cause of DISPOSAL_CAUSES) disposals.inc({ pool, cause }, 0);
     damped.inc({ pool }, 0);
     retired.inc({ pool }, 0);

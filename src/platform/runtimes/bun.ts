@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
+import type { AppEnv, ProcessAppModule } from '../http/module.js';
 import { startProcess } from '../lifecycle/process.js';
-import type { AppEnv, ProcessAppModule } from '../module.js';
 import { listenBun } from './bun-listener.js';
 
 // `bun --hot` (npm run dev:bun) evaluates the entry again, in the same process, on every change; only

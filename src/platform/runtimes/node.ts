@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
+import type { AppEnv, ProcessAppModule } from '../http/module.js';
 import { startProcess } from '../lifecycle/process.js';
-import type { AppEnv, ProcessAppModule } from '../module.js';
 import { listenNode } from './node-listener.js';
 
 const SIGNALS = ['SIGTERM', 'SIGINT'] as const;

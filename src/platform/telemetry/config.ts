@@ -1,4 +1,4 @@
-import type { Env } from '../config.js';
+import type { Env } from '../util/config.js';
 
 // Observability settings. Read without validation on purpose: telemetry is an advisory boot step, so a
 // malformed exporter URL is a warning from that step (otel.ts), never a configuration error that stops

@@ -1,4 +1,4 @@
-import type { Span, SpanAttributes, Tracing } from './tracing.js';
+import type { Span, SpanAttributes, Tracing } from '../util/tracing.js';
 
 // Database spans without patching the drivers' modules: the client object that Drizzle and the platform
 // query through (`db.$client`: a node-postgres or Neon WebSocket pool, or a PGlite instance) gets its

@@ -25,11 +25,11 @@ import {
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from '@opentelemetry/sdk-trace';
-import { errorCode } from '../error-chain.js';
-import { type Logger, sqlstateOf } from '../log.js';
-import { withTimeout } from '../timeout.js';
+import { errorCode } from '../util/error-chain.js';
+import { type Logger, sqlstateOf } from '../util/log.js';
+import { withTimeout } from '../util/timeout.js';
+import { type SpanKind as Kind, noSpan, type Span, type SpanOptions, type Tracing } from '../util/tracing.js';
 import { traceQueries } from './db-spans.js';
-import { type SpanKind as Kind, noSpan, type Span, type SpanOptions, type Tracing } from './tracing.js';
 
 // Node and Bun: the OpenTelemetry SDK, exporting OTLP/HTTP (JSON) in batches from a background timer,
 // so no request ever waits on the collector; a full queue drops spans instead. Loaded by the

@@ -1,4 +1,4 @@
-import type { Logger } from '../../log.js';
+import type { Logger } from '../../util/log.js';
 import { registerStatementPolicy } from '../statements.js';
 import type { DatabaseDriver, DatabasePool, PoolRole } from '../types.js';
 import { type PgCompatiblePool, wrapPgCompatiblePool } from './pg-compatible.js';

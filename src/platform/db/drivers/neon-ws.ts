@@ -1,6 +1,6 @@
 import { Client, Pool } from '@neondatabase/serverless';
 import { drizzle } from 'drizzle-orm/neon-serverless';
-import type { Logger } from '../../log.js';
+import type { Logger } from '../../util/log.js';
 import type { DatabasePool, PoolRole, SqlSession } from '../types.js';
 import { type PgCompatiblePool, wrapPgCompatiblePool } from './pg-compatible.js';
 

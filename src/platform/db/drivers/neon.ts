@@ -1,5 +1,5 @@
-import type { Config, NetworkDriver } from '../../config.js';
-import type { Logger } from '../../log.js';
+import type { Config, NetworkDriver } from '../../util/config.js';
+import type { Logger } from '../../util/log.js';
 import { registerStatementPolicy } from '../statements.js';
 import type { DatabaseDriver, SqlSession } from '../types.js';
 

@@ -1,4 +1,4 @@
-import type { Logger } from '../../log.js';
+import type { Logger } from '../../util/log.js';
 import { isPoisoned } from '../poison.js';
 import type { Database, DatabasePool, PoolRole, Row, SqlSession } from '../types.js';
 import { closeIdleClients } from './pg-pool-internals.js';

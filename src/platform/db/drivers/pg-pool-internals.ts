@@ -1,4 +1,4 @@
-import type { Logger } from '../../log.js';
+import type { Logger } from '../../util/log.js';
 
 // pg-pool has no public call that closes its idle clients but keeps the pool (its API: connect, query,
 // end, totalCount/idleCount/waitingCount, and events). Its own end() does it as

@@ -1,5 +1,5 @@
-import type { DatabasePooler } from '../../config.js';
-import type { Logger } from '../../log.js';
+import type { DatabasePooler } from '../../util/config.js';
+import type { Logger } from '../../util/log.js';
 import { registerStatementPolicy } from '../statements.js';
 import type { DatabaseDriver, DatabasePool, PoolerInfo, PoolRole } from '../types.js';
 import { type PgCompatiblePool, wrapPgCompatiblePool } from './pg-compatible.js';

@@ -1,5 +1,5 @@
-import { errorCode, rootCause } from './error-chain.js';
-import type { Logger } from './log.js';
+import { errorCode, rootCause } from '../util/error-chain.js';
+import type { Logger } from '../util/log.js';
 
 export type StepKind = 'hard' | 'advisory';
 

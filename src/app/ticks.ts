@@ -1,12 +1,12 @@
-import type { Logger } from '../../platform/log.js';
-import type { AppTick } from '../../platform/module.js';
-import type { SecretBox } from '../../platform/secret-box.js';
-import type { AppConfig } from '../config.js';
-import { AccessTokenCache } from '../connections/grants.js';
-import { pushDueInvoices } from '../push/tick.js';
-import type { XeroClient } from '../xero/client.js';
-import { prunePushes } from './prune-pushes.js';
-import { CredentialsState, refreshExpiringTokens } from './refresh-tokens.js';
+import type { AppTick } from '../platform/http/module.js';
+import type { Logger } from '../platform/util/log.js';
+import type { SecretBox } from '../platform/util/secret-box.js';
+import type { AppConfig } from './config.js';
+import { AccessTokenCache } from './connections/grants.js';
+import { CredentialsState, refreshExpiringTokens } from './connections/refresh-tokens.js';
+import { prunePushes } from './push/prune-pushes.js';
+import { pushDueInvoices } from './push/tick.js';
+import type { XeroClient } from './xero/client.js';
 
 export const TICKS = { push: 'push-invoices', refresh: 'refresh-tokens', prune: 'prune-pushes' } as const;
 

@@ -1,6 +1,6 @@
-import type { ReadinessGate } from './gate.js';
-import type { Logger } from './log.js';
-import { withTimeout } from './timeout.js';
+import type { ReadinessGate } from '../http/gate.js';
+import type { Logger } from '../util/log.js';
+import { withTimeout } from '../util/timeout.js';
 
 export interface ShutdownStage {
   name: string;

@@ -1,11 +1,11 @@
 import type { Context, Hono } from 'hono';
-import type { Env } from './config.js';
-import type { DatabaseHandle } from './db/handle.js';
-import type { Migration } from './db/migrate.js';
-import type { Database } from './db/types.js';
-import type { Logger } from './log.js';
-import type { GaugeRegistry, MetricsRegistry } from './metrics/registry.js';
-import type { ScrapeCache } from './metrics/scrape-cache.js';
+import type { DatabaseHandle } from '../db/handle.js';
+import type { Migration } from '../db/migrate.js';
+import type { Database } from '../db/types.js';
+import type { GaugeRegistry, MetricsRegistry } from '../metrics/registry.js';
+import type { ScrapeCache } from '../metrics/scrape-cache.js';
+import type { Env } from '../util/config.js';
+import type { Logger } from '../util/log.js';
 
 // The contract between the platform and an app (ARCHITECTURE.md, "Platform and app"). The platform owns
 // every lifecycle: boot order, shutdown, the scheduler, the readiness gate and probe, the database
@@ -24,7 +24,7 @@ export type RequestScope = {
    * Runs `fn` on the request's database, and once more on a fresh pool when a failover poisoned the
    * first: for reads and idempotent writes. A second failure answers 503 database_unavailable.
    */
-  idempotent<T>(fn: (db: Database) => Promise<T>): Promise<T>;
+  withDatabase<T>(fn: (db: Database) => Promise<T>): Promise<T>;
 };
 
 export type AppEnv = { Variables: RequestScope };

@@ -1,6 +1,6 @@
 import { evaluateTickHealth, type MonitoredTick, type TickHealthPolicy } from '../jobs/tick-health.js';
 import type { TickHealthSnapshot } from '../jobs/tick-health-store.js';
-import type { GaugeRegistry } from './registry.js';
+import type { GaugeRegistry } from '../metrics/registry.js';
 
 // Tick health as gauges, read from the database at scrape time on every runtime: the table is shared
 // by every replica and cron invocation, so any replica's scrape (or the Worker's) tells the whole story.

@@ -1,8 +1,8 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { routePath } from 'hono/route';
-import { isProbeMethod, LIVENESS_PATHS } from '../health.js';
-import { logContext, withLogContext } from '../log-context.js';
-import type { Telemetry } from './telemetry.js';
+import { logContext, withLogContext } from '../util/log-context.js';
+import type { Telemetry } from '../util/telemetry.js';
+import { isProbeMethod, LIVENESS_PATHS } from './health.js';
 
 // Every request: an id (the caller's x-request-id when it is sane, else a new one) that is echoed in
 // the response and carried by every log line written while the request runs; a server span that the

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Database } from '../../platform/db/types.js';
-import { rowsOf } from '../push/rows.js';
+import { rowsOf } from './rows.js';
 
 // Retention (PUSH_RETENTION_DAYS, off by default; docs/ticks.md "Retention"): deletes settled history,
 // pushed and dead pushes created and last updated more than the retention ago, in bounded batches so a first run

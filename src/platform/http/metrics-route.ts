@@ -1,10 +1,10 @@
 import { type Context, Hono } from 'hono';
-import { methodNotAllowed } from '../health.js';
-import { errorBody } from '../http/error-body.js';
+import { errorBody } from './error-body.js';
+import { methodNotAllowed } from './health.js';
 
 const SCRAPE_METHODS = 'GET, HEAD, OPTIONS';
 
-import { PROMETHEUS_CONTENT_TYPE } from './registry.js';
+import { PROMETHEUS_CONTENT_TYPE } from '../metrics/registry.js';
 
 export interface MetricsEndpoint {
   render(c: Context): Promise<string>;

@@ -32,7 +32,8 @@ export interface Config {
   probeTimeoutMs: number;
   shutdownTimeoutMs: number;
   shutdownDelayMs: number;
-  registryRefreshMs: number;
+  /** How often the app's indexes reload (REGISTRY_REFRESH_MS, the name the deployed configs use). */
+  indexRefreshMs: number;
   /** How long boot waits for the migration lock held elsewhere before failing. */
   migrationLockTimeoutMs: number;
   /** What sits between us and Postgres (pg driver): `auto` detects a transaction pooler at boot. */
@@ -158,7 +159,7 @@ export function loadConfig(env: Env): Config {
     probeTimeoutMs: e.PROBE_TIMEOUT_MS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
-    registryRefreshMs: e.REGISTRY_REFRESH_MS,
+    indexRefreshMs: e.REGISTRY_REFRESH_MS,
     migrationLockTimeoutMs: e.MIGRATION_LOCK_TIMEOUT_MS,
     databasePooler: e.DATABASE_POOLER,
     logLevel: e.LOG_LEVEL,

@@ -1,4 +1,3 @@
-import { poisonReason } from './db/poison.js';
 import { causeChain } from './error-chain.js';
 import { logContext } from './log-context.js';
 
@@ -22,20 +21,28 @@ export interface Logger {
 
 export type LogSink = (line: string) => void;
 
+/**
+ * Why an error poisons its pool, or undefined when it does not. Injected where a logger is built
+ * (db/poison.ts poisonReason), so this leaf never imports the database layer.
+ */
+export type PoisonClassifier = (err: unknown) => string | undefined;
+
 const consoleSink: LogSink = (line) => console.log(line);
 
 export function createLogger(
   level: LogLevel = 'info',
   base: LogFields = {},
   sink: LogSink = consoleSink,
+  classify?: PoisonClassifier,
 ): Logger {
   const min = rank[level];
+  const replacer = (key: string, value: unknown) => errorReplacer(key, value, classify);
   const write = (lvl: LogLevel, msg: string, fields?: LogFields): void => {
     if (rank[lvl] < min) return;
     sink(
       JSON.stringify(
         { time: new Date().toISOString(), level: lvl, msg, ...base, ...logContext(), ...fields },
-        errorReplacer,
+        replacer,
       ),
     );
   };
@@ -44,15 +51,15 @@ export function createLogger(
     info: (msg, fields) => write('info', msg, fields),
     warn: (msg, fields) => write('warn', msg, fields),
     error: (msg, fields) => write('error', msg, fields),
-    child: (fields) => createLogger(level, { ...base, ...fields }, sink),
+    child: (fields) => createLogger(level, { ...base, ...fields }, sink, classify),
   };
 }
 
 // Errors serialise to their name, message and SQLSTATE only: driver errors carry connection
 // parameters and query text that must not reach logs. Anything under `err` is treated as an error
 // whatever its type: drivers also reject with events and plain objects that hold a client.
-function errorReplacer(key: string, value: unknown): unknown {
-  if (value instanceof Error || (key === 'err' && value !== undefined)) return describeError(value);
+function errorReplacer(key: string, value: unknown, classify?: PoisonClassifier): unknown {
+  if (value instanceof Error || (key === 'err' && value !== undefined)) return describeError(value, classify);
   return value;
 }
 
@@ -62,7 +69,7 @@ export interface ErrorSummary {
   code?: string;
   /** Outermost error only: the SQLSTATE found anywhere along the cause chain. */
   sqlstate?: string;
-  /** Outermost error only: whether the error poisons its pool (db/poison.ts), and why. */
+  /** Outermost error only, with a classifier: whether the error poisons its pool, and why. */
   poisoned?: boolean;
   poison_reason?: string;
   cause?: ErrorSummary;
@@ -83,13 +90,15 @@ export function sqlstateOf(err: unknown): string | undefined {
 // The outermost error and up to four causes, each summarised, linked as the chain links them.
 const SUMMARY_DEPTH = 5;
 
-export function describeError(err: unknown): ErrorSummary {
+/** The error's summary; `poisoned` and `poison_reason` only when a classifier is given. */
+export function describeError(err: unknown, classify?: PoisonClassifier): ErrorSummary {
   const chain = [...causeChain(err, { maxDepth: SUMMARY_DEPTH })].map(summarise);
   for (let i = chain.length - 1; i > 0; i--) (chain[i - 1] as ErrorSummary).cause = chain[i];
   const summary = chain[0] ?? summarise(err);
   const sqlstate = sqlstateOf(err);
   if (sqlstate !== undefined) summary.sqlstate = sqlstate;
-  const poison = poisonReason(err);
+  if (classify === undefined) return summary;
+  const poison = classify(err);
   summary.poisoned = poison !== undefined;
   if (poison !== undefined) summary.poison_reason = poison;
   return summary;

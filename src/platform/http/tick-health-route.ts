@@ -1,10 +1,10 @@
 import { type Context, Hono } from 'hono';
 import type { DatabasePool } from '../db/types.js';
-import type { Logger } from '../log.js';
-import { hasMetricsToken, unauthorized } from '../metrics/route.js';
-import { withTimeout } from '../timeout.js';
-import { evaluateTickHealth, type MonitoredTick, type TickHealthPolicy } from './tick-health.js';
-import { readTickHealth, tickErrorCode } from './tick-health-store.js';
+import { evaluateTickHealth, type MonitoredTick, type TickHealthPolicy } from '../jobs/tick-health.js';
+import { readTickHealth, tickErrorCode } from '../jobs/tick-health-store.js';
+import type { Logger } from '../util/log.js';
+import { withTimeout } from '../util/timeout.js';
+import { hasMetricsToken, unauthorized } from './metrics-route.js';
 
 export const TICK_HEALTH_PATH = '/healthz/ticks';
 

@@ -2,11 +2,11 @@ import { and, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import { interval } from '../../platform/db/interval.js';
 import { poisonReason } from '../../platform/db/poison.js';
 import type { Database } from '../../platform/db/types.js';
-import type { Logger } from '../../platform/log.js';
-import { type SecretBox, SecretBoxOpenError } from '../../platform/secret-box.js';
-import { tokenContext } from '../connections/grants.js';
+import type { Logger } from '../../platform/util/log.js';
+import { type SecretBox, SecretBoxOpenError } from '../../platform/util/secret-box.js';
 import { xeroConnections, xeroGrants } from '../schema.js';
 import type { XeroClient } from '../xero/client.js';
+import { tokenContext } from './grants.js';
 
 export interface RefreshTickDeps {
   xero: XeroClient;

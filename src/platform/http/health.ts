@@ -1,10 +1,10 @@
 import { type Context, Hono } from 'hono';
-import type { ProbeResult } from './db/probe.js';
+import type { ProbeResult } from '../db/probe.js';
+import { errorBody } from './error-body.js';
 import type { ReadinessGate } from './gate.js';
-import { errorBody } from './http/error-body.js';
 
-/** The write probe as readiness uses it. */
-export interface Probe {
+/** The write probe as readiness uses it: a fresh check, or the last one. */
+export interface ReadinessCheck {
   check(): Promise<ProbeResult>;
   readonly last: ProbeResult | undefined;
 }
@@ -12,7 +12,7 @@ export interface Probe {
 export interface HealthOptions {
   gate: ReadinessGate;
   /** This request's probe (one per process; on Workers, one per request: its I/O belongs to it). */
-  probe(c: Context): Probe;
+  writeProbe(c: Context): ReadinessCheck;
 }
 
 /** Liveness: answered without touching anything (no database, no log context, no span). */
@@ -49,7 +49,7 @@ export function methodNotAllowed(allow: string = PROBE_METHODS): Response {
 export const isProbeMethod = (method: string) =>
   method === 'GET' || method === 'HEAD' || method === 'OPTIONS';
 
-export function healthRoutes({ gate, probe }: HealthOptions): Hono {
+export function healthRoutes({ gate, writeProbe }: HealthOptions): Hono {
   const routes = new Hono();
 
   // Liveness touches nothing: a database outage must never make the orchestrator kill the process.
@@ -61,7 +61,7 @@ export function healthRoutes({ gate, probe }: HealthOptions): Hono {
     // A draining or failed server is unavailable whatever the database says: answer at once with
     // the last known database status instead of waiting on a probe.
     const settled = boot === 'draining' || boot === 'failed';
-    const requestProbe = probe(c);
+    const requestProbe = writeProbe(c);
     const database = settled && requestProbe.last ? requestProbe.last : await requestProbe.check();
     const ready = boot === 'ok' && database.status === 'ok';
     const body: Record<string, unknown> = {
