@@ -19,6 +19,7 @@ import {
   connectedOrganization,
   openDatabase,
   pushRow,
+  pushTickDeps,
   queuePush,
   type Sandbox,
   testBox,
@@ -50,19 +51,7 @@ async function database(): Promise<{ url: string; handle: DatabaseHandle }> {
 }
 
 function deps(overrides: Partial<PushTickDeps> = {}): PushTickDeps {
-  return {
-    xero: createXeroClient(xeroConfigFor(sandbox)),
-    box,
-    budget: XERO_BUDGET,
-    tokens: new AccessTokenCache(),
-    owner: 'replica-a',
-    maxAttempts: 12,
-    batchSize: 50,
-    leaseMs: 60_000,
-    backoff: { baseMs: 30_000, maxMs: 3_600_000 },
-    log,
-    ...overrides,
-  };
+  return pushTickDeps(sandbox, box, log, { tokens: new AccessTokenCache(), ...overrides });
 }
 
 /** The sandbox client, with every call's start and its tenant's calls in flight recorded. */

@@ -6,7 +6,6 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccessTokenCache } from '../src/app/connections/grants.js';
 import { migrations } from '../src/app/migrations.gen.js';
-import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { KEY_RESEND_WITHIN_MS, type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
 import { createDriver } from '../src/platform/db/driver.js';
@@ -22,6 +21,7 @@ import {
   connectedOrganization,
   openDatabase,
   pushRow,
+  pushTickDeps,
   queuePush,
   type Sandbox,
   testBox,
@@ -66,18 +66,7 @@ function recordingClient() {
 }
 
 function deps(xero: XeroClient): PushTickDeps {
-  return {
-    xero,
-    box,
-    budget: XERO_BUDGET,
-    tokens: new AccessTokenCache(),
-    owner: 'replica-a',
-    maxAttempts: 12,
-    batchSize: 50,
-    leaseMs: 60_000,
-    backoff: { baseMs: 30_000, maxMs: 3_600_000 },
-    log,
-  };
+  return pushTickDeps(sandbox, box, log, { xero, tokens: new AccessTokenCache() });
 }
 
 /** `ms` pass for both sides: the sandbox's clock, and this push's times in our database. */

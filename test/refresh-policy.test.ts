@@ -11,9 +11,7 @@ import {
   type RefreshTickDeps,
   refreshExpiringTokens,
 } from '../src/app/connections/refresh-tokens.js';
-import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
-import { createXeroClient } from '../src/app/xero/client.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
 import type { Database } from '../src/platform/db/types.js';
 import type { SecretBox } from '../src/platform/util/secret-box.js';
@@ -25,10 +23,11 @@ import {
   connectedOrganization,
   openDatabase,
   pushRow,
+  pushTickDeps,
   queuePush,
+  refreshTickDeps,
   type Sandbox,
   testBox,
-  xeroConfigFor,
 } from './support/ticks.js';
 
 let cluster: Cluster;
@@ -57,29 +56,10 @@ async function fresh() {
 const refreshes = () => sandbox.state.statsSnapshot().refreshGrants;
 
 function refreshDeps(box: SecretBox, overrides: Partial<RefreshTickDeps> = {}): RefreshTickDeps {
-  return {
-    xero: createXeroClient(xeroConfigFor(sandbox)),
-    box,
-    owner: 'replica-a',
-    refreshWithinMs: 10 * 60_000,
-    leaseMs: 60_000,
-    batchSize: 50,
-    log,
-    ...overrides,
-  };
+  return refreshTickDeps(sandbox, box, log, overrides);
 }
 
-const pushDeps = (box: SecretBox) => ({
-  xero: createXeroClient(xeroConfigFor(sandbox)),
-  box,
-  budget: XERO_BUDGET,
-  owner: 'replica-a',
-  maxAttempts: 12,
-  batchSize: 50,
-  leaseMs: 60_000,
-  backoff: { baseMs: 30_000, maxMs: 3_600_000 },
-  log,
-});
+const pushDeps = (box: SecretBox) => pushTickDeps(sandbox, box, log);
 
 /** Time passes: the sandbox's clock moves on, and the database's grant timestamps move back alike. */
 async function elapse(db: Database, ms: number) {

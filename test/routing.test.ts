@@ -13,7 +13,6 @@ import { answerAppError } from '../src/app/errors.js';
 import { invoiceRoutes } from '../src/app/invoices/routes.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { createOrganization, removeOrganization } from '../src/app/organizations.js';
-import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { authEventIdOf, createXeroClient } from '../src/app/xero/client.js';
 import { createDriver } from '../src/platform/db/driver.js';
@@ -25,7 +24,14 @@ import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';
 import { type Cluster, startCluster } from './support/postgres.js';
-import { captureLog, openDatabase, type Sandbox, testBox, xeroConfigFor } from './support/ticks.js';
+import {
+  captureLog,
+  openDatabase,
+  pushTickDeps,
+  type Sandbox,
+  testBox,
+  xeroConfigFor,
+} from './support/ticks.js';
 import { until } from './support/until.js';
 
 let cluster: Cluster;
@@ -64,17 +70,7 @@ const created = (tenantId: string) => stats().invoicesCreated[tenantId] ?? 0;
 const tenant = (name: string) => sandbox.state.createTenant({ name, accountCodes: null }).id;
 
 function pushDeps(): PushTickDeps {
-  return {
-    xero: createXeroClient(xeroConfigFor(sandbox)),
-    box,
-    budget: XERO_BUDGET,
-    owner: 'routing',
-    maxAttempts: 12,
-    batchSize: 50,
-    leaseMs: 60_000,
-    backoff: { baseMs: 30_000, maxMs: 3_600_000 },
-    log,
-  };
+  return pushTickDeps(sandbox, box, log, { owner: 'routing' });
 }
 const tick = () => pushDueInvoices(handle.db, pushDeps());
 

@@ -3,9 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tokenContext } from '../src/app/connections/grants.js';
 import { type RefreshTickDeps, refreshExpiringTokens } from '../src/app/connections/refresh-tokens.js';
-import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { KEY_RESEND_WITHIN_MS, type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
-import { createXeroClient } from '../src/app/xero/client.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
 import { DatabaseUnavailableError } from '../src/platform/db/poison-retry.js';
 import type { Database } from '../src/platform/db/types.js';
@@ -19,10 +17,11 @@ import {
   connectedOrganization,
   openDatabase,
   pushRow,
+  pushTickDeps,
   queuePush,
+  refreshTickDeps,
   type Sandbox,
   testBox,
-  xeroConfigFor,
 } from './support/ticks.js';
 
 let cluster: Cluster;
@@ -146,18 +145,7 @@ describe('runTick', () => {
 });
 
 function pushDeps(overrides: Partial<PushTickDeps> = {}): PushTickDeps {
-  return {
-    xero: createXeroClient(xeroConfigFor(sandbox)),
-    box,
-    budget: XERO_BUDGET,
-    owner: 'replica-a',
-    maxAttempts: 12,
-    batchSize: 50,
-    leaseMs: 60_000,
-    backoff: { baseMs: 30_000, maxMs: 3_600_000 },
-    log,
-    ...overrides,
-  };
+  return pushTickDeps(sandbox, box, log, overrides);
 }
 
 const makeDue = (id: string) =>
@@ -290,16 +278,7 @@ describe('push tick', () => {
 });
 
 function refreshDeps(overrides: Partial<RefreshTickDeps> = {}): RefreshTickDeps {
-  return {
-    xero: createXeroClient(xeroConfigFor(sandbox)),
-    box,
-    owner: 'replica-a',
-    refreshWithinMs: 10 * 60_000,
-    leaseMs: 60_000,
-    batchSize: 50,
-    log,
-    ...overrides,
-  };
+  return refreshTickDeps(sandbox, box, log, overrides);
 }
 
 /** A connection's row with its grant's token columns (the grant's `status` as `grant_status`). */

@@ -12,7 +12,6 @@ import {
   refreshExpiringTokens,
 } from '../src/app/connections/refresh-tokens.js';
 import { connectionRoutes } from '../src/app/connections/routes.js';
-import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
@@ -26,6 +25,8 @@ import {
   connectedOrganization,
   openDatabase,
   pushRow,
+  pushTickDeps,
+  refreshTickDeps,
   type Sandbox,
   testBox,
   xeroConfigFor,
@@ -67,31 +68,11 @@ const stats = () => sandbox.state.statsSnapshot();
 const created = (tenantId: string) => stats().invoicesCreated[tenantId] ?? 0;
 
 function pushDeps(overrides: Partial<PushTickDeps> = {}): PushTickDeps {
-  return {
-    xero: createXeroClient(xeroConfigFor(sandbox)),
-    box,
-    budget: XERO_BUDGET,
-    owner: 'replica-a',
-    maxAttempts: 12,
-    batchSize: 50,
-    leaseMs: 60_000,
-    backoff: { baseMs: 30_000, maxMs: 3_600_000 },
-    log,
-    ...overrides,
-  };
+  return pushTickDeps(sandbox, box, log, overrides);
 }
 
 function refreshDeps(overrides: Partial<RefreshTickDeps> = {}): RefreshTickDeps {
-  return {
-    xero: createXeroClient(xeroConfigFor(sandbox)),
-    box,
-    owner: 'replica-a',
-    refreshWithinMs: 10 * 60_000,
-    leaseMs: 60_000,
-    batchSize: 50,
-    log,
-    ...overrides,
-  };
+  return refreshTickDeps(sandbox, box, log, overrides);
 }
 
 /** A queued push for one connection (one tenant) of the organization. */

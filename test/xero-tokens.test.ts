@@ -11,7 +11,6 @@ import { tokenContext } from '../src/app/connections/grants.js';
 import { type RefreshTickDeps, refreshExpiringTokens } from '../src/app/connections/refresh-tokens.js';
 import { resealGrantTokens, resealRows } from '../src/app/connections/reseal.js';
 import { connectionRoutes } from '../src/app/connections/routes.js';
-import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
 import type { DatabaseHandle } from '../src/platform/db/handle.js';
@@ -25,7 +24,9 @@ import {
   connectedOrganization,
   openDatabase,
   pushRow,
+  pushTickDeps,
   queuePush,
+  refreshTickDeps,
   type Sandbox,
   xeroConfigFor,
 } from './support/ticks.js';
@@ -60,29 +61,10 @@ const stats = () => sandbox.state.statsSnapshot();
 const created = (tenantId: string) => stats().invoicesCreated[tenantId] ?? 0;
 
 function refreshDeps(box: SecretBox, overrides: Partial<RefreshTickDeps> = {}): RefreshTickDeps {
-  return {
-    xero: createXeroClient(xeroConfigFor(sandbox)),
-    box,
-    owner: 'replica-a',
-    refreshWithinMs: 10 * 60_000,
-    leaseMs: 60_000,
-    batchSize: 50,
-    log,
-    ...overrides,
-  };
+  return refreshTickDeps(sandbox, box, log, overrides);
 }
 
-const pushDeps = (box: SecretBox) => ({
-  xero: createXeroClient(xeroConfigFor(sandbox)),
-  box,
-  budget: XERO_BUDGET,
-  owner: 'replica-a',
-  maxAttempts: 12,
-  batchSize: 50,
-  leaseMs: 60_000,
-  backoff: { baseMs: 30_000, maxMs: 3_600_000 },
-  log,
-});
+const pushDeps = (box: SecretBox) => pushTickDeps(sandbox, box, log);
 
 async function rows<T>(db: Database, query: ReturnType<typeof sql>): Promise<T[]> {
   return ((await db.execute(query)) as unknown as { rows: T[] }).rows;

@@ -3,9 +3,12 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { chooseConnection } from '../../src/app/connections/choose.js';
 import { saveGrant } from '../../src/app/connections/grants.js';
+import type { RefreshTickDeps } from '../../src/app/connections/refresh-tokens.js';
 import { migrations } from '../../src/app/migrations.gen.js';
 import { createOrganization } from '../../src/app/organizations.js';
-import { authEventIdOf } from '../../src/app/xero/client.js';
+import { XERO_BUDGET } from '../../src/app/push/budget.js';
+import type { PushTickDeps } from '../../src/app/push/tick.js';
+import { authEventIdOf, createXeroClient } from '../../src/app/xero/client.js';
 import { createDriver } from '../../src/platform/db/driver.js';
 import { DatabaseHandle } from '../../src/platform/db/handle.js';
 import { migrate } from '../../src/platform/db/migrate.js';
@@ -198,4 +201,44 @@ export async function pushRow(url: string, id: string) {
 export function plainDb(url: string) {
   const pool = new pg.Pool({ connectionString: url, max: 2 });
   return { db: drizzle({ client: pool }), end: () => pool.end() };
+}
+
+/** The push tick as the tests run it: the sandbox's Xero, Xero's real budget, one replica. */
+export function pushTickDeps(
+  sandbox: Sandbox,
+  box: SecretBox,
+  log: Logger,
+  overrides: Partial<PushTickDeps> = {},
+): PushTickDeps {
+  return {
+    xero: createXeroClient(xeroConfigFor(sandbox)),
+    box,
+    budget: XERO_BUDGET,
+    owner: 'replica-a',
+    maxAttempts: 12,
+    batchSize: 50,
+    leaseMs: 60_000,
+    backoff: { baseMs: 30_000, maxMs: 3_600_000 },
+    log,
+    ...overrides,
+  };
+}
+
+/** The refresh tick as the tests run it: the sandbox's Xero, one replica, Xero's last 10 minutes. */
+export function refreshTickDeps(
+  sandbox: Sandbox,
+  box: SecretBox,
+  log: Logger,
+  overrides: Partial<RefreshTickDeps> = {},
+): RefreshTickDeps {
+  return {
+    xero: createXeroClient(xeroConfigFor(sandbox)),
+    box,
+    owner: 'replica-a',
+    refreshWithinMs: 10 * 60_000,
+    leaseMs: 60_000,
+    batchSize: 50,
+    log,
+    ...overrides,
+  };
 }
