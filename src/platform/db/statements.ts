@@ -14,6 +14,28 @@ export function registerStatementPolicy(db: Database, allowed: () => boolean, di
   forbid.set(db, disallow);
 }
 
+/**
+ * One driver's switch for every pool it makes: named statements until one is lost, then unnamed ones
+ * from then on, for all of them (the pooler in front is the same). `lost` is warned once, if given.
+ */
+export class StatementNaming {
+  constructor(
+    public named: boolean,
+    private readonly lost?: () => void,
+  ) {}
+
+  register(db: Database): void {
+    registerStatementPolicy(
+      db,
+      () => this.named,
+      () => {
+        if (this.named) this.lost?.();
+        this.named = false;
+      },
+    );
+  }
+}
+
 /** The name to prepare a statement under on `db`: '' (the unnamed statement) where names do not survive. */
 export function statementName(db: Database, name: string): string {
   return (allowsNames.get(db)?.() ?? true) ? name : '';

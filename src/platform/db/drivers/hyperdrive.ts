@@ -1,5 +1,5 @@
 import type { Logger } from '../../util/log.js';
-import { registerStatementPolicy } from '../statements.js';
+import { StatementNaming } from '../statements.js';
 import type { DatabaseDriver, DatabasePool, PoolRole } from '../types.js';
 import { type PgCompatiblePool, wrapPgCompatiblePool } from './pg-compatible.js';
 
@@ -36,7 +36,9 @@ type Modules = {
  */
 export function createHyperdriveDriver(options: HyperdriveDriverOptions): DatabaseDriver {
   let modules: Modules | undefined;
-  const statements = { named: true };
+  const statements = new StatementNaming(true, () =>
+    options.log.warn('named prepared statements lost behind Hyperdrive: using unnamed ones'),
+  );
   return {
     name: 'hyperdrive',
     async ready() {
@@ -46,15 +48,7 @@ export function createHyperdriveDriver(options: HyperdriveDriverOptions): Databa
     createPool(role) {
       if (!modules) throw new Error('the hyperdrive driver is not ready');
       const pool = createPool(modules, options, role);
-      registerStatementPolicy(
-        pool.db,
-        () => statements.named,
-        () => {
-          if (statements.named)
-            options.log.warn('named prepared statements lost behind Hyperdrive: using unnamed ones');
-          statements.named = false;
-        },
-      );
+      statements.register(pool.db);
       return pool;
     },
     close: async () => {},

@@ -1,6 +1,6 @@
 import type { Config, NetworkDriver } from '../../util/config.js';
 import type { Logger } from '../../util/log.js';
-import { registerStatementPolicy } from '../statements.js';
+import { StatementNaming } from '../statements.js';
 import type { DatabaseDriver, SqlSession } from '../types.js';
 
 /**
@@ -26,11 +26,10 @@ export function createNeonDriver(
   };
   const session = <T>(fn: (session: SqlSession) => Promise<T>) => loaded()[2].withNeonSession(url, fn);
   // Neon's pooled endpoint (a `-pooler` host) is PgBouncer in transaction mode: no named statements there.
-  const statements = {
-    named:
-      config.databasePooler === 'session' ||
+  const statements = new StatementNaming(
+    config.databasePooler === 'session' ||
       (config.databasePooler === 'auto' && !new URL(url).hostname.includes('-pooler')),
-  };
+  );
   return {
     name: driver,
     async ready() {
@@ -57,13 +56,7 @@ export function createNeonDriver(
         },
         role,
       );
-      registerStatementPolicy(
-        pool.db,
-        () => statements.named,
-        () => {
-          statements.named = false;
-        },
-      );
+      statements.register(pool.db);
       return pool;
     },
     close: async () => {},

@@ -1,6 +1,6 @@
 import type { DatabasePooler } from '../../util/config.js';
 import type { Logger } from '../../util/log.js';
-import { registerStatementPolicy } from '../statements.js';
+import { StatementNaming } from '../statements.js';
 import type { DatabaseDriver, DatabasePool, PoolerInfo, PoolRole } from '../types.js';
 import { type PgCompatiblePool, wrapPgCompatiblePool } from './pg-compatible.js';
 import { detectTransactionPooler } from './pooler-check.js';
@@ -28,7 +28,9 @@ export function createPgDriver(options: PgDriverOptions): DatabaseDriver {
   let modules: Modules | undefined;
   const configured = options.pooler ?? 'auto';
   // Shared by every pool of this driver, so a pool rebuilt after a failover inherits what boot found.
-  const statements = { named: configured !== 'transaction' };
+  const statements = new StatementNaming(configured !== 'transaction', () =>
+    options.log.warn('named prepared statements lost: a transaction pooler? using unnamed ones from now on'),
+  );
   return {
     name: 'pg',
     async ready() {
@@ -63,17 +65,7 @@ export function createPgDriver(options: PgDriverOptions): DatabaseDriver {
     createPool(role) {
       if (!modules) throw new Error('the pg driver is not ready');
       const pool = createPool(modules, options, role);
-      registerStatementPolicy(
-        pool.db,
-        () => statements.named,
-        () => {
-          if (statements.named)
-            options.log.warn(
-              'named prepared statements lost: a transaction pooler? using unnamed ones from now on',
-            );
-          statements.named = false;
-        },
-      );
+      statements.register(pool.db);
       return pool;
     },
     close: async () => {},
