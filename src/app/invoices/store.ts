@@ -65,17 +65,23 @@ export const TENANT_GONE_REASON = 'its Xero tenant is not connected: connect it 
 function prepareInsert(db: Database) {
   const organizationId = sql.placeholder('organizationId');
   const tenant = sql`${sql.placeholder('tenantId')}::text`;
+  // Never "the oldest connection": the tenant named, if this organization chose it, else its default.
   // FOR SHARE: a concurrent POST /api/connections/{id}/default waits for this insert (and this insert
   // for it), so its binding of waiting pushes, which runs next, sees this one if it had no default.
-  const defaultConnection = sql`(select ${organizations.defaultConnectionId} from ${organizations}
-    where ${organizations.id} = ${organizationId} for share)`;
-  // Never "the oldest connection": the tenant named, if this organization chose it, else its default.
-  const connection = sql`(case when ${tenant} is null then ${defaultConnection}
-    else (select ${xeroConnections.id} from ${xeroConnections}
-          where ${xeroConnections.organizationId} = ${organizationId}
-            and ${xeroConnections.tenantId} = ${tenant} and ${xeroConnections.chosen}) end)`;
+  // Chosen once, in a CTE that FOR SHARE keeps materialized: as an expression repeated in four columns,
+  // the planner never settled on a generic plan for the prepared statement and planned every insert.
+  const target = db.$with('target', { connectionId: sql<string | null>`connection_id` }).as(
+    sql`select (case when ${tenant} is null
+        then (select ${organizations.defaultConnectionId} from ${organizations}
+              where ${organizations.id} = ${organizationId} for share)
+        else (select ${xeroConnections.id} from ${xeroConnections}
+              where ${xeroConnections.organizationId} = ${organizationId}
+                and ${xeroConnections.tenantId} = ${tenant} and ${xeroConnections.chosen}) end) as connection_id`,
+  );
+  const connection = sql`(select connection_id from ${target})`;
   return (
     db
+      .with(target)
       .insert(invoicePushes)
       .values({
         organizationId,

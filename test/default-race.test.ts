@@ -1,0 +1,74 @@
+// An invoice without tenantId and a new default at the same instant, on a real Postgres: the insert
+// holds the organization's row FOR SHARE while it reads the default (src/app/invoices/store.ts), so
+// POST /api/connections/{id}/default waits for it, and its binding of waiting pushes then sees it.
+// Without that lock the binding's snapshot misses the uncommitted insert, and the invoice waits for
+// a default the organization already has.
+import { drizzle } from 'drizzle-orm/node-postgres';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chooseConnection } from '../src/app/connections/choose.js';
+import type { InvoiceInput } from '../src/app/invoices/input.js';
+import { createPush } from '../src/app/invoices/store.js';
+import type { DatabaseHandle } from '../src/platform/db/handle.js';
+import type { Database } from '../src/platform/db/types.js';
+import type { SecretBox } from '../src/platform/util/secret-box.js';
+import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { freshDatabase } from './support/databases.js';
+import { invoiceBody } from './support/orgs.js';
+import { type Cluster, startCluster } from './support/postgres.js';
+import { captureLog, connectedOrganization, openDatabase, type Sandbox, testBox } from './support/ticks.js';
+
+let cluster: Cluster;
+let sandbox: Sandbox;
+let url: string;
+let handle: DatabaseHandle;
+let box: SecretBox;
+
+beforeAll(async () => {
+  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  url = await freshDatabase(cluster);
+  handle = await openDatabase(url, captureLog().log);
+  box = await testBox();
+});
+afterAll(async () => {
+  await handle?.close();
+  await sandbox?.close();
+  await cluster?.remove();
+});
+
+const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
+
+describe('an invoice and a new default at the same instant', () => {
+  it('the default waits for the insert that found none, then binds it', async () => {
+    const { org, connectionId } = await connectedOrganization(handle.db, box, sandbox, 'Race Ltd', {
+      chosen: 'none',
+    });
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query('BEGIN');
+      const inFlight = drizzle({ client }) as unknown as Database;
+      const input = invoiceBody() as unknown as InvoiceInput;
+      const { push } = await createPush(inFlight, org.id, 'race-1', input, 'hash');
+      expect(push.status).toBe('awaiting_connection');
+
+      let settled = false;
+      const choosing = chooseConnection(handle.db, org.id, connectionId, true).finally(() => {
+        settled = true;
+      });
+      await sleep(500);
+      expect(settled, 'the default waited for the uncommitted insert').toBe(false);
+      await client.query('COMMIT');
+
+      expect((await choosing)?.queued).toBe(1);
+      const { rows } = await handle.pool.query(
+        'SELECT status, connection_id FROM invoice_pushes WHERE id = $1',
+        [push.id],
+      );
+      expect(rows[0]).toEqual({ status: 'queued', connection_id: connectionId });
+    } finally {
+      await client.query('ROLLBACK').catch(() => {});
+      await client.end();
+    }
+  });
+});
