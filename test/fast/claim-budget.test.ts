@@ -90,13 +90,23 @@ describe('the claim on the embedded database', () => {
     expect(perConnection(again.pushes, spent.connectionId)).toBe(0);
   });
 
-  it('shares a small batch between tenants rather than giving it all to one', async () => {
+  it('serves tenants least recently served first, each up to its room, and the next claim the others', async () => {
     const a = await tenantWithQueue('Share A', 5);
     const b = await tenantWithQueue('Share B', 5);
-    const shared = await claim('replica-c', XERO_BUDGET, 4);
-    expect(shared.pushes).toHaveLength(4);
-    expect(perConnection(shared.pushes, a.connectionId)).toBe(2);
-    expect(perConnection(shared.pushes, b.connectionId)).toBe(2);
+    // Neither was ever served: the first by id takes the whole small batch (its room is 5).
+    const first = await claim('replica-c', XERO_BUDGET, 4);
+    expect(first.pushes).toHaveLength(4);
+    const [served, other] =
+      perConnection(first.pushes, a.connectionId) === 4 ? [a, b] : [b, a];
+    expect(perConnection(first.pushes, other.connectionId)).toBe(0);
+    // The other was never served, so it goes first now, though the first still has room for 1.
+    const second = await claim('replica-c', XERO_BUDGET, 4);
+    expect(perConnection(second.pushes, other.connectionId)).toBe(4);
+    expect(perConnection(second.pushes, served.connectionId)).toBe(0);
+    // Then the first again, with what its slots allow: 1 (4 of its 5 are held).
+    const third = await claim('replica-c', XERO_BUDGET, 4);
+    expect(perConnection(third.pushes, served.connectionId)).toBe(1);
+    expect(perConnection(third.pushes, other.connectionId)).toBe(1);
   });
 
   it('shares a small batch only among tenants with room: a tenant whose 5 slots are held takes no share', async () => {

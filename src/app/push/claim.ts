@@ -109,9 +109,11 @@ function room(b: XeroBudget): SQL {
  *    index, one probe per such tenant, from a random one and at most tenantsVisited() of them:
  *    tenants with nothing queued cost nothing, and neither does how full anyone's windows are (each
  *    is a fixed number of counters);
- * 3. offers each of them with due pushes and room (as the statement's snapshot shows it) a fair share
- *    of the batch and of the app's minute, least recently served first, so a 10,000-push backlog gets
- *    its share and no more, and a tenant whose slots are all held takes no share from the others;
+ * 3. offers the batch and the app's minute to them least recently served first, each as much as it
+ *    has due and room for (at most its 5 in-flight slots, as the statement's snapshot shows them),
+ *    until the batch is spent: a 10,000-push backlog takes 5 and waits its turn, a tenant whose slots
+ *    are all held takes nothing from the others, and a claim writes one budget row per 5 pushes where
+ *    tenants have backlogs (an even split wrote one per push);
  * 4. grants each tenant what its own row allows (5 in flight, 60 a rolling minute, 5,000 a rolling
  *    day), computed by the UPDATE from the latest row version, so two replicas claiming at once
  *    cannot both spend the same room; a parked tenant (429 `day`) or a paused app (429 `appminute`)
@@ -186,12 +188,11 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
           FROM xero_connections c JOIN xero_grants g ON g.id = c.grant_id CROSS JOIN stamp
           WHERE c.id = t.id LIMIT 1) c),
       ranked AS (
-        SELECT id, least(due, room) AS due, row_number() OVER (ORDER BY last_served NULLS FIRST, id) AS r,
-               count(*) OVER () AS n
+        SELECT id, least(due, room) AS due,
+               sum(least(due, room)) OVER (ORDER BY last_served NULLS FIRST, id ROWS UNBOUNDED PRECEDING) AS upto
         FROM candidates WHERE sendable AND unparked AND due > 0 AND room > 0),
       offer AS (
-        SELECT ranked.id,
-               least(ranked.due, total.n / ranked.n + CASE WHEN ranked.r <= total.n % ranked.n THEN 1 ELSE 0 END) AS n
+        SELECT ranked.id, greatest(0, least(ranked.due, total.n - (ranked.upto - ranked.due)))::int AS n
         FROM ranked CROSS JOIN total),
       granted AS (
         -- The room is computed once, from the row's latest version (an UPDATE that waited for the row
