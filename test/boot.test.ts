@@ -11,7 +11,7 @@ import { freePort } from './support/ports.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { type LogLine, spawnServer } from './support/server.js';
 
-// Keep in step with src/platform/db/migrate.ts: the test holds the same lock to stall a migration.
+// Keep in step with packages/platform/src/db/migrate.ts: the test holds the same lock to stall a migration.
 const MIGRATION_LOCK_KEY = '4875233190112093';
 
 let cluster: Cluster;

@@ -1,8 +1,6 @@
+import { createLogger, loadConfig } from '@honest-health/platform';
+import { createDriver, DatabaseHandle } from '@honest-health/platform/db';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDriver } from '../src/platform/db/driver.js';
-import { DatabaseHandle } from '../src/platform/db/handle.js';
-import { loadConfig } from '../src/platform/util/config.js';
-import { createLogger } from '../src/platform/util/log.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 
 let cluster: Cluster;

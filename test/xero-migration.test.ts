@@ -1,5 +1,8 @@
 // Migration 0005 on a database that has per-tenant token rows (the schema before grants): every
 // connection survives, gets a grant holding its tokens, and keeps pushing and refreshing.
+
+import { loadConfig } from '@honest-health/platform';
+import { createDriver, DatabaseHandle, migrate } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,10 +12,6 @@ import { migrations } from '../src/app/migrations.gen.js';
 import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import { createDriver } from '../src/platform/db/driver.js';
-import { DatabaseHandle } from '../src/platform/db/handle.js';
-import { migrate } from '../src/platform/db/migrate.js';
-import { loadConfig } from '../src/platform/util/config.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';

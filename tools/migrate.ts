@@ -5,12 +5,9 @@
 // developer's embedded database); `npm run db:migrate -- --local` migrates .data/pglite on purpose.
 // Exit codes: 0 migrated, 1 failed, 2 usage.
 import { parseArgs } from 'node:util';
+import { createLogger, loadConfig, poisonReason } from '@honest-health/platform';
+import { createDriver, migrate } from '@honest-health/platform/db';
 import { migrations } from '../src/app/migrations.gen.js';
-import { createDriver } from '../src/platform/db/driver.js';
-import { migrate } from '../src/platform/db/migrate.js';
-import { poisonReason } from '../src/platform/db/poison.js';
-import { loadConfig } from '../src/platform/util/config.js';
-import { createLogger } from '../src/platform/util/log.js';
 import { runCli, UsageError } from './cli.js';
 
 const USAGE = 'usage: DATABASE_URL=postgres://... npm run db:migrate, or npm run db:migrate -- --local';

@@ -1,5 +1,5 @@
+import { type Env, int, parseEnv } from '@honest-health/platform';
 import { _default, object, optional, pipe, refine, string, superRefine, transform } from 'zod/mini';
-import { type Env, int, parseEnv } from '../platform/util/config.js';
 import { DEFAULT_XERO_SCOPES, missingInvoiceScope } from './connections/scopes.js';
 import { shortenedXeroBudget, XERO_BUDGET, type XeroBudget } from './push/budget.js';
 

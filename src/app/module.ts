@@ -1,6 +1,6 @@
-import type { AppContext, AppInstance, AppModule } from '../platform/http/module.js';
-import { ConfigError } from '../platform/util/config.js';
-import { createSecretBox, type SecretBox } from '../platform/util/secret-box.js';
+import type { AppContext, AppInstance, AppModule } from '@honest-health/platform';
+import { ConfigError } from '@honest-health/platform';
+import { createSecretBox, type SecretBox } from '@honest-health/platform/crypto';
 import { ApiKeyIndex } from './api-key-index.js';
 import type { AuthEnv } from './auth.js';
 import { type AppConfig, loadAppConfig } from './config.js';

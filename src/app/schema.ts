@@ -14,8 +14,7 @@ import {
   uuid,
 } from 'drizzle-orm/pg-core';
 
-export { healthHeartbeat } from '../platform/db/heartbeat.js';
-export { tickHealth } from '../platform/jobs/tick-health-table.js';
+export { healthHeartbeat, tickHealth } from '@honest-health/platform/schema';
 
 const id = () => uuid('id').primaryKey().default(sql`gen_random_uuid()`);
 const createdAt = () => timestamp('created_at', { withTimezone: true }).notNull().defaultNow();

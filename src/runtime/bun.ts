@@ -1,4 +1,4 @@
+import { runOnBun } from '@honest-health/platform/bun';
 import { honestHealthWithDevelopmentSandbox } from '../app/dev/sandbox.js';
-import { runOnBun } from '../platform/runtimes/bun.js';
 
 await runOnBun(honestHealthWithDevelopmentSandbox);

@@ -1,4 +1,4 @@
+import { runOnNode } from '@honest-health/platform/node';
 import { honestHealthWithDevelopmentSandbox } from '../app/dev/sandbox.js';
-import { runOnNode } from '../platform/runtimes/node.js';
 
 await runOnNode(honestHealthWithDevelopmentSandbox);

@@ -1,0 +1,1 @@
+export { runOnBun } from '../runtimes/bun.js';

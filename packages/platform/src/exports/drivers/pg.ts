@@ -1,0 +1,2 @@
+export { createPgDriver, type PgDriverOptions } from '../../db/drivers/pg.js';
+export { type PgCompatiblePool, wrapPgCompatiblePool } from '../../db/drivers/pg-compatible.js';

@@ -1,0 +1,1 @@
+export { runOnNode } from '../runtimes/node.js';
