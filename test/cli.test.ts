@@ -7,7 +7,6 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createSecretBox, generateKeyBase64 } from '@honest-health/platform/crypto';
-import { LOCK_FILE } from '@honest-health/platform/drivers/pglite';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from './support/databases.js';
@@ -15,6 +14,8 @@ import { waitForKey } from './support/orgs.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { repoRoot, spawnServer } from './support/server.js';
 
+// The embedded database's lock, by the name the app's identity gives it and earlier releases used.
+const LOCK_FILE = 'honest-health.lock';
 const tsx = resolve(repoRoot, 'node_modules/.bin/tsx');
 const dirs: string[] = [];
 const tempDir = () => {

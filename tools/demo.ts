@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createLogger, loadConfig } from '@honest-health/platform';
 import { createDriver, migrate } from '@honest-health/platform/db';
+import { identity } from '../src/app/identity.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { createOrganization } from '../src/app/organizations.js';
 import { startXeroSandbox } from './xero-sandbox/server.js';
@@ -27,6 +28,7 @@ async function main(): Promise<void> {
   const driver = createDriver(
     { ...config, database: { driver: 'pglite', dataDir: join(work, '.data/pglite') } },
     createLogger('warn'),
+    identity,
   );
   await driver.ready();
   const pool = driver.createPool('app');

@@ -13,6 +13,7 @@ import type { Database } from '@honest-health/platform';
 import { createLogger, loadConfig } from '@honest-health/platform';
 import { createDriver, migrate } from '@honest-health/platform/db';
 import { createApiKey, listApiKeys, revokeApiKey } from '../src/app/api-keys.js';
+import { identity } from '../src/app/identity.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import {
   createOrganization,
@@ -135,7 +136,7 @@ await runCli('org', USAGE, async () => {
   const run = parse(process.argv.slice(2));
   const config = loadConfig(process.env);
   const log = createLogger('warn');
-  const driver = createDriver(config, log);
+  const driver = createDriver(config, log, identity);
   try {
     await driver.ready();
     const pool = driver.createPool('app');

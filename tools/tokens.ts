@@ -12,6 +12,7 @@ import { createSecretBox } from '@honest-health/platform/crypto';
 import { createDriver } from '@honest-health/platform/db';
 import { loadAppConfig } from '../src/app/config.js';
 import { resealGrantTokens } from '../src/app/connections/reseal.js';
+import { identity } from '../src/app/identity.js';
 import { EXIT_FAILURE, runCli, UsageError } from './cli.js';
 
 const USAGE = 'usage: npm run tokens:reseal [-- --batch-size <1-1000>]';
@@ -30,7 +31,7 @@ await runCli('tokens', USAGE, async () => {
     throw new ConfigError(['TOKEN_ENCRYPTION_KEY is required: it is the key every token is resealed under']);
   const box = await createSecretBox(app.tokenEncryptionKey, app.previousTokenEncryptionKeys);
   const log = createLogger('warn');
-  const driver = createDriver(config, log);
+  const driver = createDriver(config, log, identity);
   try {
     await driver.ready();
     const pool = driver.createPool('app');

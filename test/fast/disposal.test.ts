@@ -46,7 +46,7 @@ describe('disposal causes', () => {
   it.each(CASES)('%o is logged as "%s" and counted under cause=%s', (cause, sentence, label) => {
     expect(describeDisposal(cause)).toBe(sentence);
     const { registry, count } = recordingRegistry();
-    const metrics = platformMetrics(registry);
+    const metrics = platformMetrics(registry, 'honest_health');
     const name = 'honest_health_db_pool_disposals_total';
     expect(count(name, { pool: 'app', cause: label })).toBe(0);
     metrics.disposal('app', cause);

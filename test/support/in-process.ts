@@ -12,6 +12,7 @@ import { createShell, type ServedScope } from '@honest-health/platform/internal/
 import { createDatabases } from '@honest-health/platform/internal/lifecycle/databases';
 import { disabledErrorTracker } from '@honest-health/platform/internal/util/error-tracking';
 import { noTelemetry } from '@honest-health/platform/internal/util/telemetry';
+import { identity } from '../../src/app/identity.js';
 import { honestHealth } from '../../src/app/module.js';
 import { honestHealthProcess } from '../../src/app/process-module.js';
 import { freshPgliteDir } from './pglite-template.js';
@@ -55,7 +56,7 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
   const instanceId = 'fast-layer';
   const app = await honestHealth.create(appConfig, { lifecycle: 'process', instanceId, log, embedded: true });
 
-  const driver = options.driver ?? createDriver(config, log);
+  const driver = options.driver ?? createDriver(config, log, identity);
   const databases = createDatabases(driver, {
     log,
     telemetry: noTelemetry,

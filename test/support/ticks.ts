@@ -8,6 +8,7 @@ import pg from 'pg';
 import { chooseConnection } from '../../src/app/connections/choose.js';
 import { saveGrant } from '../../src/app/connections/grants.js';
 import type { RefreshTickDeps } from '../../src/app/connections/refresh-tokens.js';
+import { identity } from '../../src/app/identity.js';
 import { migrations } from '../../src/app/migrations.gen.js';
 import { createOrganization } from '../../src/app/organizations.js';
 import { XERO_BUDGET } from '../../src/app/push/budget.js';
@@ -30,7 +31,7 @@ export function captureLog(): LogCapture {
 
 /** A migrated database behind a real DatabaseHandle, as the server holds it. */
 export async function openDatabase(url: string, log: Logger): Promise<DatabaseHandle> {
-  const driver = createDriver(loadConfig({ DATABASE_URL: url }), log);
+  const driver = createDriver(loadConfig({ DATABASE_URL: url }), log, identity);
   await driver.ready();
   const handle = new DatabaseHandle(driver, 'app', log);
   await migrate(handle.pool, migrations, log);

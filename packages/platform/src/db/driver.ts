@@ -1,4 +1,5 @@
 import type { Config } from '../util/config.js';
+import { type AppIdentity, lockFileOf, resolveIdentity } from '../util/identity.js';
 import type { Logger } from '../util/log.js';
 import { createNeonDriver } from './drivers/neon.js';
 import { createPgDriver } from './drivers/pg.js';
@@ -7,9 +8,12 @@ import type { DatabaseDriver } from './types.js';
 
 // Each driver imports its modules in ready(): loading every driver (PGlite's WASM glue, two Postgres
 // clients, several Drizzle dialects) would cost a few hundred milliseconds of boot for nothing.
-export function createDriver(config: Config, log: Logger): DatabaseDriver {
+export function createDriver(config: Config, log: Logger, app?: AppIdentity): DatabaseDriver {
   const { database } = config;
-  if (database.driver === 'pglite') return createPgliteDriver({ dataDir: database.dataDir });
+  const identity = resolveIdentity(app);
+  if (database.driver === 'pglite') {
+    return createPgliteDriver({ dataDir: database.dataDir, lockFile: lockFileOf(identity) });
+  }
   if (database.driver === 'pg') {
     return createPgDriver({
       url: database.url,
@@ -17,6 +21,7 @@ export function createDriver(config: Config, log: Logger): DatabaseDriver {
       maxLifetimeSeconds: config.poolMaxLifetimeSeconds,
       probeTimeoutMs: config.probeTimeoutMs,
       pooler: config.databasePooler,
+      applicationName: identity.name,
       log,
     });
   }

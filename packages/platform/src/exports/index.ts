@@ -9,6 +9,7 @@ export * from '../http/module.js';
 export * from '../metrics/registry.js';
 export * from '../util/config.js';
 export * from '../util/error-chain.js';
+export * from '../util/identity.js';
 export * from '../util/log.js';
 export * from '../util/timeout.js';
 export * from '../util/validate.js';

@@ -5,6 +5,7 @@ import type { Database } from '../db/types.js';
 import type { GaugeRegistry, MetricsRegistry } from '../metrics/registry.js';
 import type { ScrapeCache } from '../metrics/scrape-cache.js';
 import type { Env } from '../util/config.js';
+import type { AppIdentity } from '../util/identity.js';
 import type { Logger } from '../util/log.js';
 
 // The contract between the platform and an app (ARCHITECTURE.md, "Platform and app"). The platform owns
@@ -38,11 +39,13 @@ export interface AppTick {
 
 /**
  * In-memory state read from the database (the API-key index): loaded by a hard boot step, so a server
- * that cannot authenticate anyone never reports ready, and refreshed every REGISTRY_REFRESH_MS.
+ * that cannot authenticate anyone never reports ready, and reloaded every `refreshMs`.
  */
 export interface AppIndex {
   /** Names the boot step: `load <name>`. */
   name: string;
+  /** How often to reload: on an interval in a process, on a request that long after the last load on Workers. Absent: only at boot. */
+  refreshMs?: number;
   load(db: Database): Promise<void>;
 }
 
@@ -90,6 +93,8 @@ export interface AppInstance<E extends AppEnv = AppEnv> {
 }
 
 export interface AppModule<C = unknown, E extends AppEnv = AppEnv> {
+  /** The names operators see: metric prefix, service and tracer, application_name. Default `app`. */
+  identity?: AppIdentity;
   /** Reads the app's variables; throws ConfigError naming each bad one (reported with the platform's). */
   loadConfig(env: Env): C;
   /** Every tick the app may run, enabled or not: their heartbeat variables are read by name. */

@@ -7,6 +7,7 @@ import type { GaugeRegistry } from '../metrics/registry.js';
 
 export function observeTickHealth(
   registry: GaugeRegistry,
+  prefix: string,
   ticks: readonly MonitoredTick[],
   policy: TickHealthPolicy,
   read: () => Promise<TickHealthSnapshot>,
@@ -22,7 +23,7 @@ export function observeTickHealth(
   };
   registry.gauge(
     {
-      name: 'honest_health_tick_last_success_timestamp_seconds',
+      name: `${prefix}_tick_last_success_timestamp_seconds`,
       help: 'When the tick last succeeded on any instance, in Unix seconds (absent: never)',
       labelNames: ['tick'],
     },
@@ -33,7 +34,7 @@ export function observeTickHealth(
   );
   registry.gauge(
     {
-      name: 'honest_health_tick_consecutive_failures',
+      name: `${prefix}_tick_consecutive_failures`,
       help: 'Consecutive failed runs of the tick on its worst instance heard from within K intervals',
       labelNames: ['tick'],
     },
@@ -45,7 +46,7 @@ export function observeTickHealth(
   );
   registry.gauge(
     {
-      name: 'honest_health_tick_healthy',
+      name: `${prefix}_tick_healthy`,
       help: 'Whether /healthz/ticks counts the tick healthy (1) or failing or overdue (0)',
       labelNames: ['tick'],
     },

@@ -23,6 +23,7 @@ import { loadTelemetryConfig } from '../telemetry/config.js';
 import { type Config, ConfigError, type Env, loadAll, loadConfig } from '../util/config.js';
 import { errorCode } from '../util/error-chain.js';
 import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../util/error-tracking.js';
+import { resolveIdentity } from '../util/identity.js';
 import { createLogger, type Logger } from '../util/log.js';
 import { withLogContext } from '../util/log-context.js';
 import { noTelemetry } from '../util/telemetry.js';
@@ -76,7 +77,9 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
   const gate = new ReadinessGate();
   let isolate: Isolate<E> | undefined;
   const boots = new RetryingBoot();
-  let indexesLoadedAt = 0;
+  // When each app index last loaded (claimed before the load, so concurrent requests refresh once).
+  const indexesLoadedAt = new Map<string, number>();
+  const identity = resolveIdentity(module.identity);
   const followUps = new FollowUpRuns();
 
   const invocation = async (
@@ -114,7 +117,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     const errors = config.sentryDsn
       ? await createErrorTracker(config.sentryDsn).catch(() => disabledErrorTracker)
       : disabledErrorTracker;
-    const telemetry = loadTelemetryConfig(env);
+    const telemetry = loadTelemetryConfig(env, identity);
     for (const problem of tickHealth.warnings) log.warn('tick heartbeat misconfigured', { problem });
     if (telemetry.tracesEndpoint) {
       log.warn('OTEL_EXPORTER_OTLP_ENDPOINT is not used on Workers: enable Workers tracing in wrangler.toml');
@@ -149,13 +152,13 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
           const gauges = createGaugeRegistry((metric, err) =>
             log.warn('metrics collector failed', { metric, err }),
           );
-          observeDatabase(gauges, scope.writeProbe);
+          observeDatabase(gauges, scope.writeProbe, identity.metricPrefix);
           app.metrics?.gauges?.(gauges, {
             database: scope.database,
             cache: scrapeCache,
             timeoutMs: config.probeTimeoutMs,
           });
-          observeTickHealth(gauges, ticks, tickPolicy, () =>
+          observeTickHealth(gauges, identity.metricPrefix, ticks, tickPolicy, () =>
             scrapeCache('tick health', () =>
               withTimeout(readTickHealth(scope.database.pool), config.probeTimeoutMs, 'tick health'),
             ),
@@ -212,8 +215,8 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
         await index.load(inv.appDatabase.db).catch((err: unknown) => {
           throw bootCauseOf(err);
         });
+        indexesLoadedAt.set(index.name, Date.now());
       }
-      indexesLoadedAt = Date.now();
     } finally {
       await inv.close();
     }
@@ -308,11 +311,15 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       },
     };
     try {
-      if (Date.now() - indexesLoadedAt > iso.config.indexRefreshMs) {
-        // Claimed before the load, so concurrent requests refresh once; a failed refresh keeps the index
-        // it had (readiness and the request itself report the database).
-        indexesLoadedAt = Date.now();
-        for (const index of iso.app.indexes) {
+      // A failed refresh keeps the index it had (readiness and the request itself report the database).
+      const due = iso.app.indexes.filter(
+        (index) =>
+          index.refreshMs !== undefined &&
+          Date.now() - (indexesLoadedAt.get(index.name) ?? 0) > index.refreshMs,
+      );
+      if (due.length > 0) {
+        for (const index of due) indexesLoadedAt.set(index.name, Date.now());
+        for (const index of due) {
           await index
             .load(inv.appDatabase.db)
             .catch((err: unknown) =>

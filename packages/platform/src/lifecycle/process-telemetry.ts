@@ -9,6 +9,7 @@ import { platformMetrics } from '../metrics/platform-metrics.js';
 import type { MetricsRegistry } from '../metrics/registry.js';
 import { createScrapeCache } from '../metrics/scrape-cache.js';
 import type { TelemetryConfig } from '../telemetry/config.js';
+import type { Identity } from '../util/identity.js';
 import type { Logger } from '../util/log.js';
 import type { PlatformMetrics } from '../util/telemetry.js';
 import { withTimeout } from '../util/timeout.js';
@@ -33,23 +34,25 @@ export interface StartedMetrics {
 
 export async function startMetrics<E extends AppEnv>(
   app: AppInstance<E>,
+  identity: Identity,
   log: Logger,
 ): Promise<StartedMetrics> {
+  const prefix = identity.metricPrefix;
   const { createPromRegistry } = await import('../metrics/prom-registry.js');
   const registry = createPromRegistry({
     onCollectError: (metric, err) => log.warn('metrics collector failed', { metric, err }),
   });
   return {
     registry,
-    platform: platformMetrics(registry),
+    platform: platformMetrics(registry, prefix),
     tickResult: app.metrics?.counters?.(registry).tickResult,
     observe: (databases, ticks, policy, timeoutMs) => {
       // The readings that query the database: cached, and on the application's pool (http/module.ts).
       const cache = createScrapeCache();
-      observePools(registry, [databases.appDatabase, databases.probeDatabase]);
-      observeDatabase(registry, databases.writeProbe);
+      observePools(registry, [databases.appDatabase, databases.probeDatabase], prefix);
+      observeDatabase(registry, databases.writeProbe, prefix);
       app.metrics?.gauges?.(registry, { database: databases.appDatabase, cache, timeoutMs });
-      observeTickHealth(registry, ticks, policy, () =>
+      observeTickHealth(registry, prefix, ticks, policy, () =>
         cache('tick health', () =>
           withTimeout(readTickHealth(databases.appDatabase.pool), timeoutMs, 'tick health'),
         ),
@@ -69,6 +72,7 @@ export async function startTracing(
   const tracing = startOtelTracing({
     endpoint: config.tracesEndpoint,
     serviceName: config.serviceName,
+    tracerName: config.tracerName,
     instanceId,
     log,
   });

@@ -15,6 +15,7 @@ import { intervalMonitorConfig, TickMonitor } from '../jobs/tick-monitor.js';
 import { loadTelemetryConfig } from '../telemetry/config.js';
 import { type Config, ConfigError, loadAll, loadConfig } from '../util/config.js';
 import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../util/error-tracking.js';
+import { resolveIdentity } from '../util/identity.js';
 import { createLogger } from '../util/log.js';
 import { noTelemetry, type Telemetry } from '../util/telemetry.js';
 import { withTimeout } from '../util/timeout.js';
@@ -55,6 +56,7 @@ export async function startProcess<C, E extends AppEnv>(
   module: ProcessAppModule<C, E>,
   runtime: ProcessRuntime,
 ): Promise<void> {
+  const identity = resolveIdentity(module.identity);
   // Before the configuration is read, so even a boot that fails on it says what it ran on.
   createLogger().info('starting', { runtime: runtime.name, version: runtime.version, pid: process.pid });
   let config: Config;
@@ -82,7 +84,7 @@ export async function startProcess<C, E extends AppEnv>(
   const log = createLogger(config.logLevel, {}, undefined, poisonReason);
   // Heartbeats are advisory: a malformed URL is a warning naming the variable (never its value).
   for (const problem of tickHealthConfig.warnings) log.warn('tick heartbeat misconfigured', { problem });
-  const telemetryConfig = loadTelemetryConfig(runtime.env);
+  const telemetryConfig = loadTelemetryConfig(runtime.env, identity);
   const gate = new ReadinessGate();
   const loops = new Scheduler(log);
   const bootAbort = new AbortController();
@@ -116,7 +118,7 @@ export async function startProcess<C, E extends AppEnv>(
   let interruptedExitCode: number | undefined;
 
   const openPool = async (): Promise<Databases> => {
-    const driver = createDriver(config, log);
+    const driver = createDriver(config, log, identity);
     const dbs = createDatabases(driver, {
       log,
       telemetry,
@@ -136,9 +138,11 @@ export async function startProcess<C, E extends AppEnv>(
   const startLoops = (dbs: Databases, runTick: TickRunner, tickMonitor: TickMonitor) => {
     // Organizations created or removed elsewhere (the CLI, another replica) reach this process here.
     for (const index of app.indexes) {
+      const { refreshMs } = index;
+      if (refreshMs === undefined) continue;
       loops.register({
         name: `${index.name} refresh`,
-        intervalMs: config.indexRefreshMs,
+        intervalMs: refreshMs,
         run: () =>
           withPoisonRetry(dbs.appDatabase, (d) => index.load(d), {
             retry: true,
@@ -221,7 +225,7 @@ export async function startProcess<C, E extends AppEnv>(
       kind: 'advisory',
       run: async () => {
         // Metrics first, so that a malformed trace exporter (the step's warning) does not cost them too.
-        metrics = await startMetrics(app, log);
+        metrics = await startMetrics(app, identity, log);
         telemetry = { metrics: metrics.platform, tracing: noTelemetry.tracing };
         const tracing = await startTracing(telemetryConfig, runtime.instanceId, log);
         if (tracing) telemetry = { ...telemetry, tracing };

@@ -9,19 +9,16 @@ import type { GaugeRegistry } from './registry.js';
 export function observePools(
   registry: GaugeRegistry,
   pools: readonly { role: PoolRole; stats(): PoolStats }[],
+  prefix: string,
 ): void {
   const gauge = (name: string, help: string, value: (s: PoolStats) => number) =>
-    registry.gauge({ name, help, labelNames: ['pool'] }, () =>
+    registry.gauge({ name: `${prefix}_${name}`, help, labelNames: ['pool'] }, () =>
       pools.map((p) => ({ labels: { pool: p.role }, value: value(p.stats()) })),
     );
-  gauge('honest_health_db_pool_size', 'Open connections in the pool', (s) => s.total);
-  gauge('honest_health_db_pool_idle', 'Open connections not lent out', (s) => s.idle);
-  gauge('honest_health_db_pool_in_use', 'Connections lent out', (s) => s.total - s.idle);
-  gauge(
-    'honest_health_db_pool_waiting',
-    'Callers queued for a connection (pool exhaustion)',
-    (s) => s.waiting,
-  );
+  gauge('db_pool_size', 'Open connections in the pool', (s) => s.total);
+  gauge('db_pool_idle', 'Open connections not lent out', (s) => s.idle);
+  gauge('db_pool_in_use', 'Connections lent out', (s) => s.total - s.idle);
+  gauge('db_pool_waiting', 'Callers queued for a connection (pool exhaustion)', (s) => s.waiting);
 }
 
 /** A scrape reuses a probe result at most this old (one a /readyz just ran), else probes afresh. */
@@ -40,6 +37,7 @@ export function observeDatabase(
     fresh(maxAgeMs: number): Promise<{ status: ProbeOutcome; latencyMs: number }>;
     readonly ageSeconds: number | undefined;
   },
+  prefix: string,
   maxAgeMs = SCRAPE_PROBE_MAX_AGE_MS,
 ): void {
   // fresh() joins a probe in flight and returns a result that young as it is: the gauges of one
@@ -47,7 +45,7 @@ export function observeDatabase(
   const result = () => probe.fresh(maxAgeMs);
   registry.gauge(
     {
-      name: 'honest_health_database_status',
+      name: `${prefix}_database_status`,
       help: 'Database status from a write probe at most 1 s old at scrape time: 1 for the current status',
       labelNames: ['status'],
     },
@@ -58,16 +56,16 @@ export function observeDatabase(
   );
   registry.gauge(
     {
-      name: 'honest_health_database_probe_latency_seconds',
-      help: 'Latency of the write probe behind honest_health_database_status',
+      name: `${prefix}_database_probe_latency_seconds`,
+      help: `Latency of the write probe behind ${prefix}_database_status`,
       labelNames: [],
     },
     async () => [{ labels: {}, value: (await result()).latencyMs / 1000 }],
   );
   registry.gauge(
     {
-      name: 'honest_health_database_probe_age_seconds',
-      help: 'Age of the write probe result behind honest_health_database_status',
+      name: `${prefix}_database_probe_age_seconds`,
+      help: `Age of the write probe result behind ${prefix}_database_status`,
       labelNames: [],
     },
     async () => {

@@ -33,29 +33,30 @@ const DISPOSAL_CAUSES = [...Object.values(DISPOSAL_LABELS), 'other'] as const;
 const FAST = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 const SLOW = [0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 
-export function platformMetrics(registry: MetricsRegistry): PlatformMetrics {
+/** The platform's counters and histograms, named `<prefix>_...` (the app's identity). */
+export function platformMetrics(registry: MetricsRegistry, prefix: string): PlatformMetrics {
   // `code`, not `status`: the label name of Prometheus' own HTTP instrumentation (client_golang's
   // promhttp supports the labels "code" and "method"; the server's prometheus_http_requests_total has
   // `code` and `handler`), so dashboards and alerts written for it work here; `status` here would
-  // also read like honest_health_database_status's label, which means something else.
+  // also read like <prefix>_database_status's label, which means something else.
   const requests = registry.counter({
-    name: 'honest_health_http_requests_total',
+    name: `${prefix}_http_requests_total`,
     help: 'HTTP requests answered, by method, route template and status code',
     labelNames: ['method', 'route', 'code'],
   });
   const requestSeconds = registry.histogram({
-    name: 'honest_health_http_request_duration_seconds',
+    name: `${prefix}_http_request_duration_seconds`,
     help: 'HTTP request duration, by method and route template',
     labelNames: ['method', 'route'],
     buckets: FAST,
   });
   const probes = registry.counter({
-    name: 'honest_health_readiness_probes_total',
+    name: `${prefix}_readiness_probes_total`,
     help: 'Database write probes (for /readyz and /metrics), by outcome',
     labelNames: ['outcome'],
   });
   const probeSeconds = registry.histogram({
-    name: 'honest_health_readiness_probe_duration_seconds',
+    name: `${prefix}_readiness_probe_duration_seconds`,
     help: 'Database write probe latency, by outcome',
     labelNames: ['outcome'],
     buckets: FAST,
@@ -63,22 +64,22 @@ export function platformMetrics(registry: MetricsRegistry): PlatformMetrics {
   // Whole pools and single connections are different events (one ends every connection of a pool,
   // the other one connection at POOL_MAX_LIFETIME_S): two counters, so a rate of either means one thing.
   const disposals = registry.counter({
-    name: 'honest_health_db_pool_disposals_total',
+    name: `${prefix}_db_pool_disposals_total`,
     help: 'Whole database pools thrown away and rebuilt, by pool and cause',
     labelNames: ['pool', 'cause'],
   });
   const damped = registry.counter({
-    name: 'honest_health_db_pool_disposals_damped_total',
+    name: `${prefix}_db_pool_disposals_damped_total`,
     help: 'Pool disposals held back during a failover episode because the pool was built since it began',
     labelNames: ['pool'],
   });
   const retired = registry.counter({
-    name: 'honest_health_db_connections_retired_total',
+    name: `${prefix}_db_connections_retired_total`,
     help: 'Single pool connections ended at their maximum lifetime (POOL_MAX_LIFETIME_S), by pool',
     labelNames: ['pool'],
   });
   const ticks = registry.counter({
-    name: 'honest_health_tick_runs_total',
+    name: `${prefix}_tick_runs_total`,
     help: 'Scheduled tick runs, by tick and outcome (ok, retried after a poisoned pool, crashed, skipped)',
     labelNames: ['tick', 'outcome'],
   });
@@ -90,7 +91,7 @@ export function platformMetrics(registry: MetricsRegistry): PlatformMetrics {
     retired.inc({ pool }, 0);
   }
   const tickSeconds = registry.histogram({
-    name: 'honest_health_tick_duration_seconds',
+    name: `${prefix}_tick_duration_seconds`,
     help: 'Scheduled tick run duration, by tick',
     labelNames: ['tick'],
     buckets: SLOW,

@@ -5,7 +5,7 @@
 export type Labels<L extends string = string> = Record<L, string>;
 
 export interface MetricDefinition<L extends string> {
-  /** Prometheus name, e.g. honest_health_tick_runs_total. */
+  /** Prometheus name, e.g. app_tick_runs_total. */
   name: string;
   help: string;
   labelNames: readonly L[];

@@ -1,23 +1,28 @@
 import { hostname } from 'node:os';
 import type { AppEnv, ProcessAppModule } from '../http/module.js';
 import { startProcess } from '../lifecycle/process.js';
+import { resolveIdentity } from '../util/identity.js';
 import { listenBun } from './bun-listener.js';
 
 // `bun --hot` (npm run dev:bun) evaluates the entry again, in the same process, on every change; only
 // globalThis survives. The previous boot is shut down first (listener, loops, pools): two PGlite
 // instances must never open one data directory, and stale loops and signal handlers must not pile up.
+// The slot is named for the app (`honest-health` -> `honestHealthBun`).
 type Instance = { stop(): Promise<void> };
-const hot = globalThis as { honestHealthBun?: Instance };
+const hot = globalThis as unknown as Record<string, Instance | undefined>;
+const slotOf = (name: string) =>
+  `${name.replace(/[^a-zA-Z0-9]+(.)?/g, (_, c: string = '') => c.toUpperCase())}Bun`;
 
 /** Runs the app as a Bun process: the process lifecycle with Bun.serve, signals, exit and hot reload. */
 export async function runOnBun<C, E extends AppEnv>(module: ProcessAppModule<C, E>): Promise<void> {
-  await hot.honestHealthBun?.stop();
+  const slot = slotOf(resolveIdentity(module.identity).name);
+  await hot[slot]?.stop();
 
   let reloading = false;
   let shutdown: ((signal: string) => void) | undefined;
   let stopped: () => void = () => {};
   const listeners: [NodeJS.Signals, () => void][] = [];
-  hot.honestHealthBun = {
+  hot[slot] = {
     stop: () =>
       new Promise((done) => {
         reloading = true;

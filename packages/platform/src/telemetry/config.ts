@@ -1,4 +1,5 @@
 import type { Env } from '../util/config.js';
+import type { Identity } from '../util/identity.js';
 
 // Observability settings. Read without validation on purpose: telemetry is an advisory boot step, so a
 // malformed exporter URL is a warning from that step (otel.ts), never a configuration error that stops
@@ -9,18 +10,21 @@ export interface TelemetryConfig {
   /** OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. */
   tracesEndpoint: string | undefined;
   serviceName: string;
+  /** The tracer's (instrumentation scope's) name: the app's. */
+  tracerName: string;
   /** Bearer token that GET /metrics requires, when set. */
   metricsToken: string | undefined;
 }
 
-export function loadTelemetryConfig(env: Env): TelemetryConfig {
+export function loadTelemetryConfig(env: Env, identity: Identity): TelemetryConfig {
   const value = (name: string) => (env[name] === '' ? undefined : env[name]);
   const base = value('OTEL_EXPORTER_OTLP_ENDPOINT');
   return {
     tracesEndpoint:
       value('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ??
       (base === undefined ? undefined : `${base.replace(/\/+$/, '')}/v1/traces`),
-    serviceName: value('OTEL_SERVICE_NAME') ?? 'honest-health',
+    serviceName: value('OTEL_SERVICE_NAME') ?? identity.name,
+    tracerName: identity.name,
     metricsToken: value('METRICS_TOKEN'),
   };
 }

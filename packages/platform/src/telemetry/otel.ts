@@ -40,6 +40,7 @@ export interface OtelTracingOptions {
   /** The OTLP/HTTP traces URL (…/v1/traces). Throws when it is not an http(s) URL. */
   endpoint: string;
   serviceName: string;
+  tracerName: string;
   instanceId: string;
   log: Logger;
 }
@@ -73,7 +74,7 @@ export function startOtelTracing(options: OtelTracingOptions): Tracing {
   });
   const contexts = new AsyncLocalStorageContextManager().enable();
   const propagator = new W3CTraceContextPropagator();
-  const tracer = provider.getTracer('honest-health');
+  const tracer = provider.getTracer(options.tracerName);
 
   let warnedAt = -Infinity;
   let suppressed = 0;

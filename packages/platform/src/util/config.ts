@@ -32,8 +32,6 @@ export interface Config {
   probeTimeoutMs: number;
   shutdownTimeoutMs: number;
   shutdownDelayMs: number;
-  /** How often the app's indexes reload (REGISTRY_REFRESH_MS, the name the deployed configs use). */
-  indexRefreshMs: number;
   /** How long boot waits for the migration lock held elsewhere before failing. */
   migrationLockTimeoutMs: number;
   /** What sits between us and Postgres (pg driver): `auto` detects a transaction pooler at boot. */
@@ -102,7 +100,6 @@ const envSchema = object({
   PROBE_TIMEOUT_MS: int(50, 60_000, 2000),
   SHUTDOWN_TIMEOUT_MS: int(0, 600_000, 25_000),
   SHUTDOWN_DELAY_MS: int(0, 600_000, 0),
-  REGISTRY_REFRESH_MS: int(100, 3_600_000, 5000),
   MIGRATION_LOCK_TIMEOUT_MS: int(0, 3_600_000, 120_000),
   DATABASE_POOLER: oneOf(DATABASE_POOLERS, 'auto'),
   LOG_LEVEL: oneOf(['debug', 'info', 'warn', 'error'], 'info'),
@@ -159,7 +156,6 @@ export function loadConfig(env: Env): Config {
     probeTimeoutMs: e.PROBE_TIMEOUT_MS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
-    indexRefreshMs: e.REGISTRY_REFRESH_MS,
     migrationLockTimeoutMs: e.MIGRATION_LOCK_TIMEOUT_MS,
     databasePooler: e.DATABASE_POOLER,
     logLevel: e.LOG_LEVEL,

@@ -1,4 +1,5 @@
 import type { DatabasePooler } from '../../util/config.js';
+import { DEFAULT_NAME } from '../../util/identity.js';
 import type { Logger } from '../../util/log.js';
 import { StatementNaming } from '../statements.js';
 import type { DatabaseDriver, DatabasePool, PoolerInfo, PoolRole } from '../types.js';
@@ -13,6 +14,8 @@ export interface PgDriverOptions {
   probeTimeoutMs: number;
   /** `auto`: inspectPooler() detects a transaction-mode pooler; otherwise as configured. */
   pooler?: DatabasePooler;
+  /** Postgres' `application_name` is `<applicationName>:<pool>`: the app's name by default `app`. */
+  applicationName?: string;
   log: Logger;
 }
 
@@ -49,7 +52,7 @@ export function createPgDriver(options: PgDriverOptions): DatabaseDriver {
               connectionString: options.url,
               connectionTimeoutMillis: options.probeTimeoutMs,
               query_timeout: options.probeTimeoutMs,
-              application_name: 'honest-health:pooler-check',
+              application_name: `${options.applicationName ?? DEFAULT_NAME}:pooler-check`,
             }),
         );
         if (transaction) statements.named = false;
@@ -80,7 +83,7 @@ function createPool({ Pool, drizzle }: Modules, options: PgDriverOptions, role: 
     maxLifetimeSeconds: options.maxLifetimeSeconds,
     connectionTimeoutMillis: probe ? options.probeTimeoutMs : Math.max(options.probeTimeoutMs, 10_000),
     idleTimeoutMillis: 30_000,
-    application_name: `honest-health:${role}`,
+    application_name: `${options.applicationName ?? DEFAULT_NAME}:${role}`,
     ...(probe ? { query_timeout: options.probeTimeoutMs } : {}),
   });
   return wrapPgCompatiblePool(

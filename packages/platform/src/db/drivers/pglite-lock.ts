@@ -5,9 +5,8 @@ import { join } from 'node:path';
 // gets its own copy of the database in memory, and whatever it writes is lost or overwrites the
 // first one's pages (`npm run org:create` printed a key the running server never saw). So every
 // opener takes this lock first: a file in the data directory holding the owner's pid, created with
-// O_EXCL. A lock whose pid is gone (a crash, kill -9) is taken over.
-
-export const LOCK_FILE = 'honest-health.lock';
+// O_EXCL. A lock whose pid is gone (a crash, kill -9) is taken over. Its name is the app's
+// (util/identity.ts): a server and the app's own tools must agree on it.
 
 export class DatabaseLockedError extends Error {
   override name = 'DatabaseLockedError';
@@ -28,9 +27,9 @@ interface LockOwner {
   command: string;
 }
 
-/** Takes the lock on `dataDir` for this process; returns the release function. */
-export function lockDataDir(dataDir: string, command = describeProcess()): () => void {
-  const path = join(dataDir, LOCK_FILE);
+/** Takes the lock (the file `lockFile`) on `dataDir` for this process; returns the release function. */
+export function lockDataDir(dataDir: string, lockFile: string, command = describeProcess()): () => void {
+  const path = join(dataDir, lockFile);
   const mine: LockOwner = { pid: process.pid, command };
   for (let attempt = 0; attempt < 3; attempt++) {
     try {

@@ -1,11 +1,14 @@
 import { mkdirSync } from 'node:fs';
 import type { PGlite } from '@electric-sql/pglite';
+import { DEFAULT_IDENTITY, lockFileOf } from '../../util/identity.js';
 import type { DatabaseDriver, DatabasePool } from '../types.js';
 import { lockDataDir } from './pglite-lock.js';
 
 export interface PgliteDriverOptions {
   /** A directory, or `memory://` for a throwaway in-memory database. */
   dataDir: string;
+  /** The lock file's name in the data directory, the app's (`lockFileOf`): `app.lock` by default. */
+  lockFile?: string;
 }
 
 // PGlite is one embedded single-connection Postgres: every "pool" shares the instance, disposing a
@@ -25,7 +28,7 @@ export function createPgliteDriver(options: PgliteDriverOptions): DatabaseDriver
       if (!options.dataDir.includes('://')) {
         mkdirSync(options.dataDir, { recursive: true });
         // Before opening: a second process must never open a data directory another one holds.
-        unlock ??= lockDataDir(options.dataDir);
+        unlock ??= lockDataDir(options.dataDir, options.lockFile ?? lockFileOf(DEFAULT_IDENTITY));
       }
       try {
         instance = new pglite.PGlite(options.dataDir);

@@ -13,7 +13,7 @@ export interface CheckClient {
 }
 
 const ROUNDS = 3;
-const SETTING = 'honest_health.pooler_check';
+const SETTING = 'pooler_check.mark';
 
 export async function detectTransactionPooler(makeClient: () => CheckClient): Promise<boolean> {
   const clients = [makeClient(), makeClient()] as const;

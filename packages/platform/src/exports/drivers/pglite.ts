@@ -1,2 +1,2 @@
 export { createPgliteDriver, type PgliteDriverOptions } from '../../db/drivers/pglite.js';
-export { DatabaseLockedError, LOCK_FILE, lockDataDir } from '../../db/drivers/pglite-lock.js';
+export { DatabaseLockedError, lockDataDir } from '../../db/drivers/pglite-lock.js';
