@@ -158,7 +158,9 @@ describe('boot contract', () => {
     await admin.connect();
     await admin.query(`CREATE ROLE ${role} LOGIN`);
     await admin.query(`GRANT USAGE ON SCHEMA drizzle TO ${role}`);
-    await admin.query(`GRANT SELECT ON drizzle.__drizzle_migrations TO ${role}`);
+    await admin.query(
+      `GRANT SELECT ON drizzle.__drizzle_migrations, drizzle.__drizzle_migrations_platform TO ${role}`,
+    );
     await admin.query(`GRANT SELECT, INSERT, UPDATE ON health_heartbeat TO ${role}`);
     await admin.end();
 

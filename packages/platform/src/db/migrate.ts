@@ -1,8 +1,9 @@
 import type { Logger } from '../util/log.js';
 import { acquireMigrationLock, type LockWaitOptions } from './migration-lock.js';
+import { latestPlatformMigrationAt, platformMigrations } from './migrations.gen.js';
 import type { DatabasePool, SqlSession } from './types.js';
 
-/** One drizzle-kit migration, bundled into the app so that no runtime reads the filesystem. */
+/** One drizzle-kit migration, bundled so that no runtime reads the filesystem. */
 export interface Migration {
   tag: string;
   /** sha256 of the SQL file, as drizzle-kit's migrator records it. */
@@ -12,20 +13,31 @@ export interface Migration {
   statements: string[];
 }
 
-// Same table as drizzle-orm's migrator, so `drizzle-kit migrate` and this agree on what is applied.
-const TABLE = 'drizzle.__drizzle_migrations';
+// The app's table is drizzle-orm's migrator's, so `drizzle-kit migrate` and this agree on what is
+// applied; the platform's own migrations have a table of their own.
+const APP_TABLE = 'drizzle.__drizzle_migrations';
+const PLATFORM_TABLE = 'drizzle.__drizzle_migrations_platform';
+
+/** The platform's migrations first, then the app's: each set recorded in its own table. */
+const setsWith = (app: readonly Migration[]) =>
+  [
+    { table: PLATFORM_TABLE, migrations: platformMigrations, label: 'platform:' },
+    { table: APP_TABLE, migrations: app, label: '' },
+  ] as const;
 
 export interface MigrateResult {
+  /** Tags applied, the platform's as `platform:<tag>`. */
   applied: string[];
 }
 
 export type MigrateOptions = LockWaitOptions;
 
 /**
- * Applies pending migrations in one transaction that first takes a transaction-scoped advisory lock.
- * Drizzle's migrator takes no lock (drizzle-orm #874): replicas that boot together would race to
- * apply the same migration. Everything (lock, check, apply) runs inside that one transaction, so it
- * works the same on a direct connection and through session- or transaction-mode poolers.
+ * Applies the platform's pending migrations, then the app's, in one transaction that first takes a
+ * transaction-scoped advisory lock. Drizzle's migrator takes no lock (drizzle-orm #874): replicas that
+ * boot together would race to apply the same migration. Everything (lock, check, apply) runs inside
+ * that one transaction, so it works the same on a direct connection and through session- or
+ * transaction-mode poolers.
  */
 export async function migrate(
   pool: DatabasePool,
@@ -39,16 +51,21 @@ export async function migrate(
     await session.query('BEGIN ISOLATION LEVEL READ COMMITTED');
     try {
       await acquireMigrationLock(session, log, options);
-      await ensureTable(session);
-      const last = await lastAppliedAt(session);
-      const pending = migrations.filter((m) => m.createdAt > last);
-      for (const m of pending) {
-        for (const statement of m.statements) await session.query(statement);
-        await session.query(`INSERT INTO ${TABLE} (hash, created_at) VALUES ($1, $2)`, [m.hash, m.createdAt]);
+      const applied: string[] = [];
+      for (const set of setsWith(migrations)) {
+        await ensureTable(session, set.table);
+        const last = await lastAppliedAt(session, set.table);
+        for (const m of set.migrations.filter((m) => m.createdAt > last)) {
+          for (const statement of m.statements) await session.query(statement);
+          await session.query(`INSERT INTO ${set.table} (hash, created_at) VALUES ($1, $2)`, [
+            m.hash,
+            m.createdAt,
+          ]);
+          applied.push(`${set.label}${m.tag}`);
+        }
       }
       // COMMIT (or the ROLLBACK below) releases the lock: there is no unlock to forget or misroute.
       await session.query('COMMIT');
-      const applied = pending.map((m) => m.tag);
       if (applied.length > 0) log.info('migrations applied', { applied });
       return { applied };
     } catch (err) {
@@ -63,38 +80,43 @@ export type SchemaState =
   | { status: 'behind' | 'ahead'; applied: number; bundled: number };
 
 /**
- * For runtimes that cannot migrate at boot (Workers): is the database at the bundled migration?
- * Takes only the newest migration's timestamp, so such a runtime need not carry the SQL.
+ * For runtimes that cannot migrate at boot (Workers): is the database at the bundled migrations, the
+ * platform's and the app's? Takes only the app's newest migration's timestamp, so such a runtime need
+ * not carry the SQL. The first set not current answers.
  */
 export async function schemaState(pool: DatabasePool, bundled: number): Promise<SchemaState> {
-  const { rows } = await pool.query<{ exists: boolean }>(
-    `SELECT to_regclass('${TABLE}') IS NOT NULL AS exists`,
-  );
-  const applied = rows[0]?.exists ? await lastAppliedAt(pool) : 0;
-  if (applied === bundled) return { status: 'current' };
-  return { status: applied < bundled ? 'behind' : 'ahead', applied, bundled };
+  for (const [table, newest] of [
+    [PLATFORM_TABLE, latestPlatformMigrationAt],
+    [APP_TABLE, bundled],
+  ] as const) {
+    const applied = (await tableExists(pool, table)) ? await lastAppliedAt(pool, table) : 0;
+    if (applied !== newest) {
+      return { status: applied < newest ? 'behind' : 'ahead', applied, bundled: newest };
+    }
+  }
+  return { status: 'current' };
 }
 
 // Looks before creating: CREATE ... IF NOT EXISTS checks the CREATE privilege first, and a
 // least-privilege role with nothing pending must still be able to boot.
-async function ensureTable(session: SqlSession): Promise<void> {
-  if (await tableExists(session)) return;
+async function ensureTable(session: SqlSession, table: string): Promise<void> {
+  if (await tableExists(session, table)) return;
   await session.query('CREATE SCHEMA IF NOT EXISTS drizzle');
   await session.query(
-    `CREATE TABLE IF NOT EXISTS ${TABLE} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint)`,
+    `CREATE TABLE IF NOT EXISTS ${table} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint)`,
   );
 }
 
-async function tableExists(session: SqlSession): Promise<boolean> {
+async function tableExists(session: SqlSession, table: string): Promise<boolean> {
   const { rows } = await session.query<{ exists: boolean }>(
-    `SELECT to_regclass('${TABLE}') IS NOT NULL AS exists`,
+    `SELECT to_regclass('${table}') IS NOT NULL AS exists`,
   );
   return rows[0]?.exists === true;
 }
 
-async function lastAppliedAt(session: SqlSession): Promise<number> {
+async function lastAppliedAt(session: SqlSession, table: string): Promise<number> {
   const { rows } = await session.query<{ created_at: string | number }>(
-    `SELECT created_at FROM ${TABLE} ORDER BY created_at DESC LIMIT 1`,
+    `SELECT created_at FROM ${table} ORDER BY created_at DESC LIMIT 1`,
   );
   return Number(rows[0]?.created_at ?? 0);
 }
