@@ -4,15 +4,13 @@ import type { Migration } from '@honest-health/platform/db';
 export const migrations: Migration[] = [
   {
     "tag": "0000_init",
-    "hash": "9b0f2a15def86c158341eede114bfe4da6743c2ec360a1128f0626e3ce139983",
-    "createdAt": 1796169349258,
+    "hash": "9584f3e5842823443aae62d03f323a9428db06aeb1ceb1ae9c2cf6c65c54002f",
+    "createdAt": 1796169584070,
     "statements": [
-      "CREATE TABLE \"health_heartbeat\" (\n\t\"instance_id\" text PRIMARY KEY NOT NULL,\n\t\"beat_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"beats\" bigint DEFAULT 1 NOT NULL\n);",
-      "CREATE TABLE \"notes\" (\n\t\"id\" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t\"body\" text NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"words\" integer\n);",
-      "CREATE TABLE \"tick_health\" (\n\t\"tick\" text NOT NULL,\n\t\"instance_id\" text NOT NULL,\n\t\"last_started_at\" timestamp with time zone,\n\t\"last_finished_at\" timestamp with time zone,\n\t\"last_success_at\" timestamp with time zone,\n\t\"last_failure_at\" timestamp with time zone,\n\t\"consecutive_failures\" integer DEFAULT 0 NOT NULL,\n\t\"last_error_code\" text,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"tick_health_pkey\" PRIMARY KEY(\"tick\",\"instance_id\")\n);"
+      "CREATE TABLE \"notes\" (\n\t\"id\" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t\"body\" text NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"words\" integer\n);"
     ]
   }
 ];
 
 /** The newest bundled migration: all a Worker, which only checks the schema, needs. */
-export const latestMigrationAt = 1796169349258;
+export const latestMigrationAt = 1796169584070;

@@ -1,10 +1,8 @@
 import { sql } from 'drizzle-orm';
 import { integer, pgTable, text, timestamp, uuid } from 'drizzle-orm/pg-core';
 
-// TODO(platform tables): the write probe's and the tick runner's tables come in through the app's
-// migrations until the platform applies its own; then this line and their CREATE TABLEs go.
-export { healthHeartbeat, tickHealth } from '@honest-health/platform/schema';
-
+// The app's only table. The platform's own (the write probe's health_heartbeat, tick_health) are
+// migrated by the platform, before these, so they are not in this schema or its migrations.
 export const notes = pgTable('notes', {
   id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
   body: text('body').notNull(),

@@ -47,7 +47,10 @@ describe('the notes example on Node, PGlite by default', () => {
     dirs.push(cwd);
     const server = await start(cwd);
     await server.waitForReady();
-    expect(server.logs.find((l) => l.msg === 'migrations applied')?.applied).toEqual(['0000_init']);
+    expect(server.logs.find((l) => l.msg === 'migrations applied')?.applied).toEqual([
+      'platform:0000_platform_tables',
+      '0000_init',
+    ]);
 
     expect((await server.get('/livez')).status).toBe(200);
     const ready = await server.get('/readyz');

@@ -8,7 +8,7 @@ import { parse } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from '../../../test/support/databases.js';
 import { type Cluster, startCluster } from '../../../test/support/postgres.js';
-import { exampleRoot, type Note, postNote, tsx } from './support.js';
+import { exampleRoot, type Note, tsx } from './support.js';
 
 // The example's Worker (src/worker.ts) as wrangler bundles it from the example's own wrangler.toml, in
 // workerd through Miniflare's `hyperdrives` option: the HYPERDRIVE binding leads, through Miniflare's
@@ -103,7 +103,10 @@ describe('the notes example as a Worker through Hyperdrive, in workerd', () => {
 
   it('/readyz proves a write through the binding, a route writes a note, scheduled() runs the tick', async () => {
     const url = await freshDatabase(cluster, 'notes');
-    expect(JSON.parse(migrate(url))).toEqual({ applied: ['0000_init'], latest: '0000_init' });
+    expect(JSON.parse(migrate(url))).toEqual({
+      applied: ['platform:0000_platform_tables', '0000_init'],
+      latest: '0000_init',
+    });
     expect(JSON.parse(migrate(url))).toEqual({ applied: [], latest: '0000_init' });
     const mf = worker(url);
 
