@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,17 +11,18 @@ import { type ServerProcess, spawnServer } from '../../../test/support/server.js
 import { until } from '../../../test/support/until.js';
 import { exampleRoot, type Note, postNote, tsx } from './support.js';
 
-// The example's Node entry (src/node.ts) as a child process, the way `npm start` runs it: on the
-// embedded PGlite it defaults to, and on a real Postgres at DATABASE_URL.
+// The example's Node entry as a child process: from its TypeScript as `npm run dev` runs it, on the
+// embedded PGlite it defaults to; and bundled as `npm start` runs it (dist/node.js, scripts/build.mjs),
+// on a real Postgres at DATABASE_URL.
 
-const entry = join(exampleRoot, 'src/node.ts');
 const started: ServerProcess[] = [];
 const dirs: string[] = [];
 
-function start(cwd: string, env: Record<string, string> = {}): Promise<ServerProcess> {
+function start(cwd: string, env: Record<string, string> = {}, built = false): Promise<ServerProcess> {
   return spawnServer({
-    command: tsx,
-    args: [entry],
+    ...(built
+      ? { command: process.execPath, args: ['--enable-source-maps', join(exampleRoot, 'dist/node.js')] }
+      : { command: tsx, args: [join(exampleRoot, 'src/node.ts')] }),
     cwd,
     // The tick runs when a note is posted; its interval only matters for tick health here.
     env: { COUNT_WORDS_INTERVAL_MS: '60000', FLY_MACHINE_ID: 'notes-test', ...env },
@@ -104,9 +106,10 @@ describe('the notes example on Node, PGlite by default', () => {
   });
 });
 
-describe('the notes example on Node, Postgres at DATABASE_URL', () => {
+describe('the notes example on Node, bundled, Postgres at DATABASE_URL', () => {
   let cluster: Cluster;
   beforeAll(async () => {
+    execFileSync(process.execPath, [join(exampleRoot, 'scripts/build.mjs')], { stdio: 'pipe' });
     cluster = await startCluster();
   });
   afterAll(async () => {
@@ -134,7 +137,7 @@ describe('the notes example on Node, Postgres at DATABASE_URL', () => {
     const url = await freshDatabase(cluster, 'notes');
     const cwd = mkdtempSync(join(tmpdir(), 'notes-pg-'));
     dirs.push(cwd);
-    const server = await start(cwd, { DATABASE_URL: url });
+    const server = await start(cwd, { DATABASE_URL: url }, true);
     await server.waitForReady();
 
     const before = await beats(url);
