@@ -1,6 +1,8 @@
 // `npm run db:bundle`: drizzle/ (journal + SQL) -> src/migrations.gen.ts, the form the platform takes
 // migrations in (`Migration[]`): bundled, because a Worker cannot read files and a process should not
 // depend on its working directory. `--check` fails when the bundle is stale.
+// TODO(platform API): the package has no public bundler for drizzle-kit output, so this is a copy of
+// the root tools/bundle-migrations.ts; an export (`bundleMigrations(dir)` or a bin) would replace it.
 import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

@@ -43,6 +43,15 @@ afterAll(async () => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
+describe('the notes example migrations', () => {
+  it('src/migrations.gen.ts is the bundle of drizzle/', () => {
+    const out = execFileSync(tsx, [join(exampleRoot, 'scripts/bundle-migrations.ts'), '--check'], {
+      encoding: 'utf8',
+    });
+    expect(out).toContain('up to date (1 migrations)');
+  });
+});
+
 describe('the notes example on Node, PGlite by default', () => {
   it('boots, proves a write at /readyz, stores a note and counts its words in the tick', async () => {
     const cwd = mkdtempSync(join(tmpdir(), 'notes-pglite-'));
