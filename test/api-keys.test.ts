@@ -5,12 +5,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createLogger, loadConfig } from '@honest-health/platform';
-import { createDriver, DatabaseHandle, migrate } from '@honest-health/platform/db';
+import { DatabaseHandle, migrate } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateApiKey, hashApiKey } from '../src/app/api-keys.js';
+import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody, waitForKey } from './support/orgs.js';
@@ -178,7 +179,7 @@ describe('migration 0012 (api_keys)', () => {
   it('organizations from before keep their keys; one the previous release creates later works too', async () => {
     const url = await freshDatabase(cluster);
     const log = createLogger('warn');
-    const driver = createDriver(loadConfig({ DATABASE_URL: url }), log);
+    const driver = openDriver(loadConfig({ DATABASE_URL: url }), log);
     await driver.ready();
     const handle = new DatabaseHandle(driver, 'app', log);
     const index = migrations.findIndex((m) => m.tag === '0012_api_keys');

@@ -4,9 +4,10 @@
 // runs beside the new one during a rolling deploy).
 
 import { loadConfig } from '@honest-health/platform';
-import { createDriver, DatabaseHandle, migrate } from '@honest-health/platform/db';
+import { DatabaseHandle, migrate } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { createOrganization } from '../src/app/organizations.js';
 import { XERO_BUDGET } from '../src/app/push/budget.js';
@@ -29,7 +30,7 @@ afterAll(async () => {
 describe('migration 0013 (bounded budget)', () => {
   it("seeds the counters from the previous release's arrays", async () => {
     const url = await freshDatabase(cluster);
-    const driver = createDriver(loadConfig({ DATABASE_URL: url }), log);
+    const driver = openDriver(loadConfig({ DATABASE_URL: url }), log);
     await driver.ready();
     const handle = new DatabaseHandle(driver, 'app', log);
     const index = migrations.findIndex((m) => m.tag === '0013_bounded_budget');

@@ -4,12 +4,13 @@
 // whose sessions start read-only.
 
 import { createLogger, loadConfig } from '@honest-health/platform';
-import { createDriver, DatabaseHandle } from '@honest-health/platform/db';
+import { DatabaseHandle } from '@honest-health/platform/db';
 import { PROBE_READ_ONLY } from '@honest-health/platform/internal/db/disposal';
 import { FailoverEpisodes } from '@honest-health/platform/internal/db/episode';
 import { withPoisonRetry } from '@honest-health/platform/internal/db/poison-retry';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDriver } from '../src/app/databases.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { until } from './support/until.js';
@@ -26,7 +27,7 @@ async function setup() {
   const url = await freshDatabase(cluster);
   const lines: Record<string, unknown>[] = [];
   const log = createLogger('debug', {}, (l) => lines.push(JSON.parse(l)));
-  const driver = createDriver(loadConfig({ DATABASE_URL: url }), log);
+  const driver = openDriver(loadConfig({ DATABASE_URL: url }), log);
   await driver.ready();
   // A long first step, so that "damped" does not depend on how fast a loaded machine runs the test.
   const episodes = new FailoverEpisodes(log, { minPoolAgeMs: 60_000 });

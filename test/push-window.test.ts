@@ -5,10 +5,11 @@
 
 import { loadConfig } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
-import { createDriver, DatabaseHandle, migrate } from '@honest-health/platform/db';
+import { DatabaseHandle, migrate } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccessTokenCache } from '../src/app/connections/grants.js';
+import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { KEY_RESEND_WITHIN_MS, type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
@@ -210,7 +211,7 @@ describe('exactly once across Xero’s six minutes', () => {
 
   it('Migration 0009 marks the pushes the previous release attempted as in doubt since they were created', async () => {
     const own = await freshDatabase(cluster);
-    const driver = createDriver(loadConfig({ DATABASE_URL: own }), log);
+    const driver = openDriver(loadConfig({ DATABASE_URL: own }), log);
     await driver.ready();
     const old = new DatabaseHandle(driver, 'app', log);
     try {

@@ -1,10 +1,11 @@
 import { createLogger, loadConfig } from '@honest-health/platform';
-import { createDriver, DatabaseHandle, migrate } from '@honest-health/platform/db';
+import { DatabaseHandle, migrate } from '@honest-health/platform/db';
 import { WriteProbe } from '@honest-health/platform/internal/db/probe';
 import { ReadinessGate } from '@honest-health/platform/internal/http/gate';
 import { healthRoutes } from '@honest-health/platform/internal/http/health';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { burst } from './support/burst.js';
 import { freshDatabase } from './support/databases.js';
@@ -176,7 +177,7 @@ describe('readiness', () => {
     const url = await freshDatabase(cluster);
     const config = loadConfig({ DATABASE_URL: url, POOL_MAX: '2' });
     const log = createLogger('error', {}, () => {});
-    const driver = createDriver(config, log);
+    const driver = openDriver(config, log);
     await driver.ready();
     const app = new DatabaseHandle(driver, 'app', log);
     const probeHandle = new DatabaseHandle(driver, 'probe', log);

@@ -4,7 +4,7 @@
 
 import { loadConfig } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
-import { createDriver, DatabaseHandle, migrate } from '@honest-health/platform/db';
+import { DatabaseHandle, migrate } from '@honest-health/platform/db';
 import { type SQL, sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import pg from 'pg';
@@ -13,6 +13,7 @@ import type { Organization } from '../src/app/api-key-index.js';
 import type { AuthEnv } from '../src/app/auth.js';
 import { type SavedGrant, saveGrant } from '../src/app/connections/grants.js';
 import { connectionRoutes } from '../src/app/connections/routes.js';
+import { openDriver } from '../src/app/databases.js';
 import { answerAppError } from '../src/app/errors.js';
 import { invoiceRoutes } from '../src/app/invoices/routes.js';
 import { migrations } from '../src/app/migrations.gen.js';
@@ -459,7 +460,7 @@ describe('one tenant, one holder', () => {
 describe('migration 0010 (routing and one holder)', () => {
   it('keeps an existing database working: connections chosen, the oldest active the default, duplicates settled', async () => {
     const oldUrl = await freshDatabase(cluster);
-    const driver = createDriver(loadConfig({ DATABASE_URL: oldUrl }), log);
+    const driver = openDriver(loadConfig({ DATABASE_URL: oldUrl }), log);
     await driver.ready();
     const old = new DatabaseHandle(driver, 'app', log);
     const index = migrations.findIndex((m) => m.tag === '0010_routing_and_one_holder');

@@ -5,11 +5,12 @@
 import type { Database } from '@honest-health/platform';
 import { loadConfig } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
-import { createDriver, DatabaseHandle } from '@honest-health/platform/db';
+import { DatabaseHandle } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccessTokenCache } from '../src/app/connections/grants.js';
+import { openDriver } from '../src/app/databases.js';
 import { shortenedXeroBudget, XERO_BUDGET, type XeroBudget } from '../src/app/push/budget.js';
 import { claimPushes } from '../src/app/push/claim.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
@@ -73,7 +74,7 @@ async function handleOver(driver: Driver, url: string): Promise<DatabaseHandle> 
     driver === 'pg'
       ? { DATABASE_URL: url, DATABASE_DRIVER: 'pg' }
       : { DATABASE_URL: url, DATABASE_DRIVER: 'neon-http', NEON_LOCAL_PROXY: neon.url };
-  const d = createDriver(loadConfig(env), log);
+  const d = openDriver(loadConfig(env), log);
   await d.ready();
   const handle = new DatabaseHandle(d, 'app', log);
   handles.push(handle);

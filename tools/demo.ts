@@ -7,8 +7,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createLogger, loadConfig } from '@honest-health/platform';
-import { createDriver, migrate } from '@honest-health/platform/db';
-import { identity } from '../src/app/identity.js';
+import { migrate } from '@honest-health/platform/db';
+import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { createOrganization } from '../src/app/organizations.js';
 import { startXeroSandbox } from './xero-sandbox/server.js';
@@ -25,10 +25,9 @@ async function main(): Promise<void> {
 
   say('creating an organization in a fresh embedded database (PGlite, first start takes a few seconds)');
   const config = loadConfig({ DATABASE_URL: undefined });
-  const driver = createDriver(
+  const driver = openDriver(
     { ...config, database: { driver: 'pglite', dataDir: join(work, '.data/pglite') } },
     createLogger('warn'),
-    identity,
   );
   await driver.ready();
   const pool = driver.createPool('app');

@@ -6,8 +6,8 @@
 // Exit codes: 0 migrated, 1 failed, 2 usage.
 import { parseArgs } from 'node:util';
 import { createLogger, loadConfig, poisonReason } from '@honest-health/platform';
-import { createDriver, migrate } from '@honest-health/platform/db';
-import { identity } from '../src/app/identity.js';
+import { migrate } from '@honest-health/platform/db';
+import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { runCli, UsageError } from './cli.js';
 
@@ -32,7 +32,7 @@ await runCli('db:migrate', USAGE, async () => {
   if (!local && values.local)
     throw new UsageError('--local is for the embedded database, but DATABASE_URL is set');
   const log = createLogger(config.logLevel, {}, undefined, poisonReason);
-  const driver = createDriver(config, log, identity);
+  const driver = openDriver(config, log);
   try {
     await driver.ready();
     const pool = driver.createPool('app');

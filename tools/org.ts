@@ -11,9 +11,9 @@
 import { parseArgs } from 'node:util';
 import type { Database } from '@honest-health/platform';
 import { createLogger, loadConfig } from '@honest-health/platform';
-import { createDriver, migrate } from '@honest-health/platform/db';
+import { migrate } from '@honest-health/platform/db';
 import { createApiKey, listApiKeys, revokeApiKey } from '../src/app/api-keys.js';
-import { identity } from '../src/app/identity.js';
+import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import {
   createOrganization,
@@ -136,7 +136,7 @@ await runCli('org', USAGE, async () => {
   const run = parse(process.argv.slice(2));
   const config = loadConfig(process.env);
   const log = createLogger('warn');
-  const driver = createDriver(config, log, identity);
+  const driver = openDriver(config, log);
   try {
     await driver.ready();
     const pool = driver.createPool('app');

@@ -9,10 +9,9 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, createLogger, loadConfig } from '@honest-health/platform';
 import { createSecretBox } from '@honest-health/platform/crypto';
-import { createDriver } from '@honest-health/platform/db';
 import { loadAppConfig } from '../src/app/config.js';
 import { resealGrantTokens } from '../src/app/connections/reseal.js';
-import { identity } from '../src/app/identity.js';
+import { openDriver } from '../src/app/databases.js';
 import { EXIT_FAILURE, runCli, UsageError } from './cli.js';
 
 const USAGE = 'usage: npm run tokens:reseal [-- --batch-size <1-1000>]';
@@ -31,7 +30,7 @@ await runCli('tokens', USAGE, async () => {
     throw new ConfigError(['TOKEN_ENCRYPTION_KEY is required: it is the key every token is resealed under']);
   const box = await createSecretBox(app.tokenEncryptionKey, app.previousTokenEncryptionKeys);
   const log = createLogger('warn');
-  const driver = createDriver(config, log, identity);
+  const driver = openDriver(config, log);
   try {
     await driver.ready();
     const pool = driver.createPool('app');

@@ -7,7 +7,7 @@
 // - a runtime entry (src/runtime/node.ts, bun.ts, worker.ts) imports only the platform's public
 //   entries and src/app/module.ts: it wires the platform's adapter to the app module and holds nothing
 //   else (Node and Bun wire src/app/dev/sandbox.ts instead: the same module plus the development
-//   sandbox);
+//   sandbox, and the drivers the app offers, src/app/databases.ts);
 // - nothing the Workers entry reaches is under tools/ (the sandbox is for Node and Bun only).
 // esbuild's metafile lists, for every file it reached, each import it kept with the file it resolved
 // to and its kind (import statement, re-export, dynamic import, require). Imports TypeScript erases
@@ -35,6 +35,8 @@ const APP_DIRS = ['src', 'tools', 'bench'];
 const TEST_DIRS = ['test'];
 const SELF = 'test/fast/boundaries.test.ts';
 const PROCESS_APP_MODULE = 'src/app/dev/sandbox.ts';
+// The drivers Node and Bun offer (the app chooses which; each is imported from its driver's entry).
+const PROCESS_DATABASES = 'src/app/databases.ts';
 
 interface Import {
   /** The importing file, relative to the root, with forward slashes. */
@@ -127,7 +129,8 @@ async function runtimeBeyondWiring(root: string, entries: string[]): Promise<str
   const allowed = (i: Import) =>
     i.external
       ? platform.has(i.to)
-      : i.to === APP_MODULE || (i.to === PROCESS_APP_MODULE && PROCESS_ENTRIES.includes(i.from));
+      : i.to === APP_MODULE ||
+        ((i.to === PROCESS_APP_MODULE || i.to === PROCESS_DATABASES) && PROCESS_ENTRIES.includes(i.from));
   return show(imports.filter((i) => entries.includes(i.from) && !allowed(i)));
 }
 

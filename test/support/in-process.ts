@@ -6,13 +6,13 @@
 import type { DatabaseDriver } from '@honest-health/platform';
 import { createLogger, type Logger, loadConfig } from '@honest-health/platform';
 import type { DatabaseHandle } from '@honest-health/platform/db';
-import { createDriver, migrate } from '@honest-health/platform/db';
+import { migrate } from '@honest-health/platform/db';
 import { ReadinessGate } from '@honest-health/platform/internal/http/gate';
 import { createShell, type ServedScope } from '@honest-health/platform/internal/http/shell';
 import { createDatabases } from '@honest-health/platform/internal/lifecycle/databases';
 import { disabledErrorTracker } from '@honest-health/platform/internal/util/error-tracking';
 import { noTelemetry } from '@honest-health/platform/internal/util/telemetry';
-import { identity } from '../../src/app/identity.js';
+import { openDriver } from '../../src/app/databases.js';
 import { honestHealth } from '../../src/app/module.js';
 import { honestHealthProcess } from '../../src/app/process-module.js';
 import { freshPgliteDir } from './pglite-template.js';
@@ -56,7 +56,7 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
   const instanceId = 'fast-layer';
   const app = await honestHealth.create(appConfig, { lifecycle: 'process', instanceId, log, embedded: true });
 
-  const driver = options.driver ?? createDriver(config, log, identity);
+  const driver = options.driver ?? openDriver(config, log);
   const databases = createDatabases(driver, {
     log,
     telemetry: noTelemetry,

@@ -1,14 +1,14 @@
 import type { Database } from '@honest-health/platform';
 import { createLogger, type Logger, loadConfig } from '@honest-health/platform';
 import { createSecretBox, type SecretBox } from '@honest-health/platform/crypto';
-import { createDriver, DatabaseHandle, migrate } from '@honest-health/platform/db';
+import { DatabaseHandle, migrate } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { chooseConnection } from '../../src/app/connections/choose.js';
 import { saveGrant } from '../../src/app/connections/grants.js';
 import type { RefreshTickDeps } from '../../src/app/connections/refresh-tokens.js';
-import { identity } from '../../src/app/identity.js';
+import { openDriver } from '../../src/app/databases.js';
 import { migrations } from '../../src/app/migrations.gen.js';
 import { createOrganization } from '../../src/app/organizations.js';
 import { XERO_BUDGET } from '../../src/app/push/budget.js';
@@ -31,7 +31,7 @@ export function captureLog(): LogCapture {
 
 /** A migrated database behind a real DatabaseHandle, as the server holds it. */
 export async function openDatabase(url: string, log: Logger): Promise<DatabaseHandle> {
-  const driver = createDriver(loadConfig({ DATABASE_URL: url }), log, identity);
+  const driver = openDriver(loadConfig({ DATABASE_URL: url }), log);
   await driver.ready();
   const handle = new DatabaseHandle(driver, 'app', log);
   await migrate(handle.pool, migrations, log);

@@ -1,30 +1,25 @@
 import type { Config } from '../util/config.js';
-import { type AppIdentity, lockFileOf, resolveIdentity } from '../util/identity.js';
+import { type AppIdentity, resolveIdentity } from '../util/identity.js';
 import type { Logger } from '../util/log.js';
-import { createNeonDriver } from './drivers/neon.js';
-import { createPgDriver } from './drivers/pg.js';
-import { createPgliteDriver } from './drivers/pglite.js';
+import { chooseProcessDatabase, type ProcessDatabase } from './process-database.js';
 import type { DatabaseDriver } from './types.js';
 
-// Each driver imports its modules in ready(): loading every driver (PGlite's WASM glue, two Postgres
-// clients, several Drizzle dialects) would cost a few hundred milliseconds of boot for nothing.
-export function createDriver(config: Config, log: Logger, app?: AppIdentity): DatabaseDriver {
-  const { database } = config;
-  const identity = resolveIdentity(app);
-  if (database.driver === 'pglite') {
-    return createPgliteDriver({ dataDir: database.dataDir, lockFile: lockFileOf(identity) });
-  }
-  if (database.driver === 'pg') {
-    return createPgDriver({
-      url: database.url,
-      poolMax: config.poolMax,
-      maxLifetimeSeconds: config.poolMaxLifetimeSeconds,
-      probeTimeoutMs: config.probeTimeoutMs,
-      pooler: config.databasePooler,
-      applicationName: identity.name,
-      log,
-    });
-  }
+export interface DriverOptions {
+  /** The drivers on offer, each imported from its own entry: the configuration picks one. */
+  databases: readonly ProcessDatabase[];
+  /** Names the connections and the embedded database's lock: an app's tools pass the app's. */
+  identity?: AppIdentity;
+}
 
-  return createNeonDriver(config, database, log);
+/**
+ * A driver for the configured database, among those offered, as a tool or a script opens it outside
+ * a lifecycle. Each driver imports its modules in ready(): loading every driver (PGlite's WASM glue,
+ * two Postgres clients, several Drizzle dialects) would cost a few hundred milliseconds of boot.
+ */
+export function createDriver(config: Config, log: Logger, options: DriverOptions): DatabaseDriver {
+  return chooseProcessDatabase(options.databases, config).createDriver(
+    config,
+    log,
+    resolveIdentity(options.identity),
+  );
 }

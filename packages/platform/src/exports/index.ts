@@ -2,6 +2,7 @@
 // database handle types it queries through, the error and metric shapes the platform serves.
 export * from '../db/interval.js';
 export * from '../db/poison.js';
+export type { ProcessDatabase } from '../db/process-database.js';
 export * from '../db/statements.js';
 export * from '../db/types.js';
 export * from '../http/error-body.js';

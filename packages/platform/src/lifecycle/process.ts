@@ -1,7 +1,7 @@
-import { createDriver } from '../db/driver.js';
 import { migrate } from '../db/migrate.js';
 import { poisonReason } from '../db/poison.js';
 import { withPoisonRetry } from '../db/poison-retry.js';
+import { chooseProcessDatabase, type ProcessDatabase } from '../db/process-database.js';
 import { type HttpConfig, loadHttpConfig } from '../http/config.js';
 import { ReadinessGate } from '../http/gate.js';
 import { type InternalEndpointsConfig, loadInternalEndpointsConfig } from '../http/internal-endpoints.js';
@@ -43,6 +43,15 @@ export interface ProcessRuntime {
   whileSignalsKill?<T>(fn: () => Promise<T>): Promise<T>;
 }
 
+/** What the entry offers the process lifecycle. */
+export interface ProcessOptions {
+  /**
+   * The databases it can reach, each imported from its driver's entry (`@honest-health/platform/drivers/pg`, ...):
+   * the configuration (DATABASE_URL, DATABASE_DRIVER) picks one, and an unoffered choice is a configuration error.
+   */
+  databases: readonly ProcessDatabase[];
+}
+
 // After a signal during boot, steps that watch it stop within a poll; anything else is cut short here.
 const BOOT_INTERRUPT_GRACE_MS = 1500;
 
@@ -55,6 +64,7 @@ const BOOT_INTERRUPT_GRACE_MS = 1500;
 export async function startProcess<C, E extends AppEnv>(
   module: ProcessAppModule<C, E>,
   runtime: ProcessRuntime,
+  options: ProcessOptions,
 ): Promise<void> {
   const identity = resolveIdentity(module.identity);
   // Before the configuration is read, so even a boot that fails on it says what it ran on.
@@ -64,6 +74,7 @@ export async function startProcess<C, E extends AppEnv>(
   let tickHealthConfig: TickHealthConfig;
   let httpConfig: HttpConfig;
   let internal: InternalEndpointsConfig;
+  let database: ProcessDatabase;
   try {
     [config, appConfig, tickHealthConfig, httpConfig, internal] = loadAll<
       [Config, C, TickHealthConfig, HttpConfig, InternalEndpointsConfig]
@@ -74,6 +85,7 @@ export async function startProcess<C, E extends AppEnv>(
       () => loadHttpConfig(runtime.env),
       () => loadInternalEndpointsConfig(runtime.env),
     );
+    database = chooseProcessDatabase(options.databases, config);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     createLogger().error(err.message, { problems: err.problems });
@@ -118,7 +130,7 @@ export async function startProcess<C, E extends AppEnv>(
   let interruptedExitCode: number | undefined;
 
   const openPool = async (): Promise<Databases> => {
-    const driver = createDriver(config, log, identity);
+    const driver = database.createDriver(config, log, identity);
     const dbs = createDatabases(driver, {
       log,
       telemetry,

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import type { AppEnv, ProcessAppModule } from '../http/module.js';
-import { startProcess } from '../lifecycle/process.js';
+import { type ProcessOptions, startProcess } from '../lifecycle/process.js';
 import { resolveIdentity } from '../util/identity.js';
 import { listenBun } from './bun-listener.js';
 
@@ -14,7 +14,10 @@ const slotOf = (name: string) =>
   `${name.replace(/[^a-zA-Z0-9]+(.)?/g, (_, c: string = '') => c.toUpperCase())}Bun`;
 
 /** Runs the app as a Bun process: the process lifecycle with Bun.serve, signals, exit and hot reload. */
-export async function runOnBun<C, E extends AppEnv>(module: ProcessAppModule<C, E>): Promise<void> {
+export async function runOnBun<C, E extends AppEnv>(
+  module: ProcessAppModule<C, E>,
+  options: ProcessOptions,
+): Promise<void> {
   const slot = slotOf(resolveIdentity(module.identity).name);
   await hot[slot]?.stop();
 
@@ -33,28 +36,32 @@ export async function runOnBun<C, E extends AppEnv>(module: ProcessAppModule<C, 
       }),
   };
 
-  await startProcess(module, {
-    name: 'bun',
-    version: process.versions.bun ?? 'unknown',
-    env: process.env,
-    listen: listenBun,
-    instanceId: process.env.FLY_MACHINE_ID ?? hostname(),
-    exit: (code) => (reloading ? stopped() : process.exit(code)),
-    onSignal: (handler) => {
-      shutdown = handler;
-      for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-        const listener = () => handler(signal);
-        process.on(signal, listener);
-        listeners.push([signal, listener]);
-      }
+  await startProcess(
+    module,
+    {
+      name: 'bun',
+      version: process.versions.bun ?? 'unknown',
+      env: process.env,
+      listen: listenBun,
+      instanceId: process.env.FLY_MACHINE_ID ?? hostname(),
+      exit: (code) => (reloading ? stopped() : process.exit(code)),
+      onSignal: (handler) => {
+        shutdown = handler;
+        for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+          const listener = () => handler(signal);
+          process.on(signal, listener);
+          listeners.push([signal, listener]);
+        }
+      },
+      whileSignalsKill: async (fn) => {
+        for (const [signal, listener] of listeners) process.off(signal, listener);
+        try {
+          return await fn();
+        } finally {
+          for (const [signal, listener] of listeners) process.on(signal, listener);
+        }
+      },
     },
-    whileSignalsKill: async (fn) => {
-      for (const [signal, listener] of listeners) process.off(signal, listener);
-      try {
-        return await fn();
-      } finally {
-        for (const [signal, listener] of listeners) process.on(signal, listener);
-      }
-    },
-  });
+    options,
+  );
 }

@@ -1,0 +1,21 @@
+import type { ProcessDatabase } from '../process-database.js';
+import { createPgDriver } from './pg.js';
+
+/** node-postgres at DATABASE_URL, for a process or a tool. */
+export const pgDatabase: ProcessDatabase = {
+  name: 'pg',
+  serves: ['pg'],
+  createDriver(config, log, identity) {
+    if (config.database.driver !== 'pg')
+      throw new Error(`the pg driver cannot open ${config.database.driver}`);
+    return createPgDriver({
+      url: config.database.url,
+      poolMax: config.poolMax,
+      maxLifetimeSeconds: config.poolMaxLifetimeSeconds,
+      probeTimeoutMs: config.probeTimeoutMs,
+      pooler: config.databasePooler,
+      applicationName: identity.name,
+      log,
+    });
+  },
+};
