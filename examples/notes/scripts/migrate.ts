@@ -2,6 +2,7 @@
 // lock. A Worker only checks the schema, so this runs at deploy, outside it (`npm run deploy:workers`).
 import { createLogger, loadConfig } from '@honest-health/platform';
 import { createDriver, migrate } from '@honest-health/platform/db';
+import { pgDatabase } from '@honest-health/platform/drivers/pg';
 import { migrations } from '../src/migrations.gen.js';
 import { notesApp } from '../src/module.js';
 
@@ -12,7 +13,8 @@ if (!process.env.DATABASE_URL) {
 }
 const config = loadConfig(process.env);
 const log = createLogger(config.logLevel);
-const driver = createDriver(config, log, notesApp.identity);
+// node-postgres over a session: the migration's transaction holds the advisory lock.
+const driver = createDriver(config, log, { databases: [pgDatabase], identity: notesApp.identity });
 try {
   await driver.ready();
   const pool = driver.createPool('app');
