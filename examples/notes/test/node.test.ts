@@ -142,7 +142,7 @@ describe('the notes example on Node, bundled, Postgres at DATABASE_URL', () => {
       )
     )[0]?.n ?? 0;
 
-  it('each /readyz is a write of its own, and the tick counts what a route wrote', async () => {
+  it('each /readyz is a write of its own, the tick counts what a route wrote, a failover disposes the pools', async () => {
     const url = await freshDatabase(cluster, 'notes');
     const cwd = mkdtempSync(join(tmpdir(), 'notes-pg-'));
     dirs.push(cwd);
@@ -173,6 +173,33 @@ describe('the notes example on Node, bundled, Postgres at DATABASE_URL', () => {
     expect(health).toHaveLength(1);
     expect(health[0]?.consecutive_failures).toBe(0);
     expect(health[0]?.last_success_at).not.toBeNull();
+
+    // A failover, as the pools meet it: their connections cut, the database answering read-only.
+    const name = new URL(url).pathname.slice(1);
+    await cluster.query(`ALTER DATABASE ${name} SET default_transaction_read_only = on`);
+    await cluster.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name LIKE 'notes:%'`,
+      [name],
+    );
+    try {
+      const readOnly = await until(
+        async () => {
+          const res = await server.get('/readyz');
+          return { status: res.status, body: (await res.json()) as { checks: Record<string, string> } };
+        },
+        (r) => r.status === 503 && r.body.checks.database === 'read_only',
+        15_000,
+      );
+      expect(readOnly.body.checks).toMatchObject({ database: 'read_only' });
+      expect(server.logs.some((l) => l.msg === 'database pool disposed')).toBe(true);
+    } finally {
+      await cluster.query(`ALTER DATABASE ${name} RESET default_transaction_read_only`);
+    }
+    await until(
+      async () => (await server.get('/readyz')).status,
+      (status) => status === 200,
+      15_000,
+    );
     expect(await server.stop()).toBe(0);
   });
 });

@@ -101,6 +101,26 @@ describe('the notes example as a Worker through Hyperdrive, in workerd', () => {
     });
   });
 
+  it('a read-only database is not ready, and is again once it takes writes, without a restart', async () => {
+    const url = await freshDatabase(cluster, 'notes');
+    migrate(url);
+    const mf = worker(url);
+    expect((await readyz(mf)).status).toBe(200);
+    const name = new URL(url).pathname.slice(1);
+    // What a former primary answers after a failover; a `SELECT 1` would still succeed.
+    await cluster.query(`ALTER DATABASE ${name} SET default_transaction_read_only = on`);
+    try {
+      expect(await readyz(mf)).toEqual({
+        status: 503,
+        body: { status: 'unavailable', checks: { boot: 'ok', database: 'read_only' } },
+      });
+      expect(await query(url, 'SELECT 1 AS one')).toEqual([{ one: 1 }]);
+    } finally {
+      await cluster.query(`ALTER DATABASE ${name} RESET default_transaction_read_only`);
+    }
+    expect((await readyz(mf)).status).toBe(200);
+  });
+
   it('/readyz proves a write through the binding, a route writes a note, scheduled() runs the tick', async () => {
     const url = await freshDatabase(cluster, 'notes');
     expect(JSON.parse(migrate(url))).toEqual({
