@@ -15,6 +15,14 @@ export interface DriverOptions {
  * A driver for the configured database, among those offered, as a tool or a script opens it outside
  * a lifecycle. Each driver imports its modules in ready(): loading every driver (PGlite's WASM glue,
  * two Postgres clients, several Drizzle dialects) would cost a few hundred milliseconds of boot.
+ *
+ * @example
+ * ```ts
+ * const driver = createDriver(loadConfig(process.env), log, { databases: [pgliteDatabase, pgDatabase] });
+ * await driver.ready();
+ * await migrate(driver.createPool('app'), migrations, log);
+ * await driver.close();
+ * ```
  */
 export function createDriver(config: Config, log: Logger, options: DriverOptions): DatabaseDriver {
   return chooseProcessDatabase(options.databases, config).createDriver(

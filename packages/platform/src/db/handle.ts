@@ -8,6 +8,12 @@ import type { Database, DatabaseDriver, DatabasePool, PoolRole, PoolStats } from
  * A lazily built pool that can be thrown away. Callers ask for `pool` or `db` on every use and
  * never keep one across a dispose(): the next use after a dispose builds a fresh pool.
  * Handles to one database share a FailoverEpisodes, which damps disposals during a failover.
+ *
+ * @example
+ * ```ts
+ * const handle = new DatabaseHandle(driver, 'app', log);
+ * await handle.db.execute(sql`SELECT 1`); // a fresh pool after any dispose()
+ * ```
  */
 export class DatabaseHandle {
   #pool: DatabasePool | undefined;

@@ -38,6 +38,12 @@ export type MigrateOptions = LockWaitOptions;
  * boot together would race to apply the same migration. Everything (lock, check, apply) runs inside
  * that one transaction, so it works the same on a direct connection and through session- or
  * transaction-mode poolers.
+ *
+ * @example
+ * ```ts
+ * const { applied } = await migrate(pool, migrations, log, { timeoutMs: 120_000 });
+ * // applied: ['platform:0000_platform_tables', '0000_init', ...] on a new database, [] after
+ * ```
  */
 export async function migrate(
   pool: DatabasePool,

@@ -73,7 +73,16 @@ export function poisonReason(err: unknown): string | undefined {
   return undefined;
 }
 
-/** True when `err` means the connection or pool is broken or read-only: dispose it and retry once. */
+/**
+ * True when `err` means the connection or pool is broken or read-only: dispose it and retry once.
+ * Walks the whole cause chain (Drizzle wraps driver errors).
+ *
+ * @example
+ * ```ts
+ * isPoisoned(Object.assign(new Error('cannot execute INSERT in a read-only transaction'), { code: '25006' })); // true
+ * isPoisoned(Object.assign(new Error('duplicate key'), { code: '23505' })); // false: the query, not the pool
+ * ```
+ */
 export function isPoisoned(err: unknown): boolean {
   return poisonReason(err) !== undefined;
 }

@@ -6,6 +6,14 @@ export interface FieldError {
   message: string;
 }
 
+/**
+ * The body of an error answer.
+ *
+ * @example
+ * ```ts
+ * return c.json(errorBody('cart_not_found', 'no cart with this id'), 404);
+ * ```
+ */
 export function errorBody(code: string, message: string, fields?: FieldError[]) {
   return { error: { code, message, ...(fields ? { fields } : {}) } };
 }

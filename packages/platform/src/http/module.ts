@@ -30,7 +30,20 @@ export type RequestScope = {
 
 export type AppEnv = { Variables: RequestScope };
 
-/** Work the platform runs on an interval (Node, Bun) or a cron trigger (Workers). */
+/**
+ * Work the platform runs on an interval (Node, Bun) or a cron trigger (Workers): never overlapping
+ * itself in a process, once more on a fresh pool after a failover, with a health record per run.
+ * Across replicas it must claim its work in the database (one `UPDATE ... RETURNING`).
+ *
+ * @example
+ * ```ts
+ * const expire: AppTick = {
+ *   name: 'expire-carts',
+ *   intervalMs: 60_000,
+ *   run: (db) => db.execute(sql`DELETE FROM carts WHERE expires_at < now()`),
+ * };
+ * ```
+ */
 export interface AppTick {
   name: string;
   intervalMs: number;
@@ -92,6 +105,25 @@ export interface AppInstance<E extends AppEnv = AppEnv> {
   metrics?: AppMetrics;
 }
 
+/**
+ * An app as the platform runs it: its configuration, ticks, migrations' newest timestamp, and how to
+ * build it once per process or isolate.
+ *
+ * @example
+ * ```ts
+ * export const shop: AppModule<ShopConfig> = {
+ *   identity: { name: 'shop' },
+ *   loadConfig: loadShopConfig,
+ *   tickNames: ['expire-carts'],
+ *   latestMigrationAt,
+ *   create: async (config, { log }) => ({
+ *     routes: new Hono<AppEnv>().get('/carts/:id', (c) => c.var.withDatabase((db) => readCart(db, c.req.param('id')))),
+ *     ticks: [{ name: 'expire-carts', intervalMs: 60_000, run: (db) => expireCarts(db) }],
+ *     indexes: [],
+ *   }),
+ * };
+ * ```
+ */
 export interface AppModule<C = unknown, E extends AppEnv = AppEnv> {
   /** The names operators see: metric prefix, service and tracer, application_name. Default `app`. */
   identity?: AppIdentity;

@@ -7,6 +7,12 @@ import type { IsolateDatabase } from './isolate-database.js';
  * node-postgres through a `[[hyperdrive]]` binding (HYPERDRIVE unless named otherwise). Present, it
  * wins over DATABASE_URL: the Worker reaches Postgres through the binding only, and DATABASE_URL is
  * left to `npm run db:migrate`, which runs outside the Worker.
+ *
+ * @example
+ * ```ts
+ * // wrangler.toml: [[hyperdrive]] binding = "HYPERDRIVE"
+ * export default createIsolateHandlers(app, { databases: [hyperdriveIsolateDatabase()] });
+ * ```
  */
 export function hyperdriveIsolateDatabase(binding = 'HYPERDRIVE'): IsolateDatabase {
   return {

@@ -5,6 +5,11 @@ import type { IsolateDatabase } from './isolate-database.js';
 /**
  * Neon's serverless driver at DATABASE_URL: the app over WebSockets (or HTTP with
  * DATABASE_DRIVER=neon-http), the probe over HTTP. Needs no binding, so it comes last.
+ *
+ * @example
+ * ```ts
+ * export default createIsolateHandlers(app, { databases: [neonIsolateDatabase] });
+ * ```
  */
 export const neonIsolateDatabase: IsolateDatabase = {
   name: 'neon',

@@ -73,6 +73,20 @@ export interface IsolateOptions {
   databases: readonly IsolateDatabase[];
 }
 
+/**
+ * The Worker's `fetch` and `scheduled` handlers for an app module: one build per isolate, a
+ * single-flight boot that checks the schema and loads the app's indexes (retried with back-off), a
+ * database per request or cron run, and the app's ticks on the cron trigger.
+ *
+ * @example
+ * ```ts
+ * import { neonIsolateDatabase } from '@honest-health/platform/drivers/neon';
+ * import { createIsolateHandlers } from '@honest-health/platform/worker';
+ *
+ * const { fetch, scheduled } = createIsolateHandlers(app, { databases: [neonIsolateDatabase] });
+ * export default { fetch, scheduled };
+ * ```
+ */
 export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, E>, options: IsolateOptions) {
   const gate = new ReadinessGate();
   let isolate: Isolate<E> | undefined;

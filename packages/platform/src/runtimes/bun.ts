@@ -13,7 +13,18 @@ const hot = globalThis as unknown as Record<string, Instance | undefined>;
 const slotOf = (name: string) =>
   `${name.replace(/[^a-zA-Z0-9]+(.)?/g, (_, c: string = '') => c.toUpperCase())}Bun`;
 
-/** Runs the app as a Bun process: the process lifecycle with Bun.serve, signals, exit and hot reload. */
+/**
+ * Runs the app as a Bun process: the process lifecycle with Bun.serve, signals, exit and hot reload
+ * (`bun --hot` stops the previous boot before the next starts).
+ *
+ * @example
+ * ```ts
+ * import { runOnBun } from '@honest-health/platform/bun';
+ * import { pgDatabase } from '@honest-health/platform/drivers/pg';
+ *
+ * await runOnBun({ ...app, migrations }, { databases: [pgDatabase] });
+ * ```
+ */
 export async function runOnBun<C, E extends AppEnv>(
   module: ProcessAppModule<C, E>,
   options: ProcessOptions,

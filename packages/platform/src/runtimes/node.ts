@@ -5,7 +5,19 @@ import { listenNode } from './node-listener.js';
 
 const SIGNALS = ['SIGTERM', 'SIGINT'] as const;
 
-/** Runs the app as a Node process: the process lifecycle with Node's listener, signals and exit. */
+/**
+ * Runs the app as a Node process: the process lifecycle with Node's listener, signals and exit. Boots
+ * in steps (migrations before the port opens), serves, and on SIGTERM drains and exits 0.
+ *
+ * @example
+ * ```ts
+ * import { pgDatabase } from '@honest-health/platform/drivers/pg';
+ * import { pgliteDatabase } from '@honest-health/platform/drivers/pglite';
+ * import { runOnNode } from '@honest-health/platform/node';
+ *
+ * await runOnNode({ ...app, migrations }, { databases: [pgliteDatabase, pgDatabase] });
+ * ```
+ */
 export async function runOnNode<C, E extends AppEnv>(
   module: ProcessAppModule<C, E>,
   options: ProcessOptions,

@@ -116,7 +116,16 @@ export class ConfigError extends Error {
 
 export type Env = Record<string, string | undefined>;
 
-/** Parses the environment with a zod object schema; every problem lands in one ConfigError. */
+/**
+ * Parses the environment with a zod object schema; every problem lands in one ConfigError, named by
+ * variable and never with its value.
+ *
+ * @example
+ * ```ts
+ * // shopSchema: a zod/mini object of the app's variables, each like int(1, 500, 50)
+ * export const loadShopConfig = (env: Env) => parseEnv(shopSchema, env);
+ * ```
+ */
 export function parseEnv<S extends ZodMiniType>(schema: S, env: Env): output<S> {
   // An empty variable means unset: container platforms often export `FOO=` for absent values.
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
@@ -143,6 +152,15 @@ export function loadAll<T extends unknown[]>(...loaders: { [K in keyof T]: () =>
   return results as T;
 }
 
+/**
+ * The platform's configuration (DATABASE_URL, PORT, POOL_MAX, PROBE_TIMEOUT_MS, ...): a lifecycle reads
+ * it at boot beside the app's; a tool reads it to open the same database.
+ *
+ * @example
+ * ```ts
+ * const config = loadConfig(process.env); // throws ConfigError naming every bad variable
+ * ```
+ */
 export function loadConfig(env: Env): Config {
   const e = parseEnv(envSchema, env);
   const database = databaseConfig(e.DATABASE_URL, e.DATABASE_DRIVER, e.NEON_LOCAL_PROXY);

@@ -29,6 +29,15 @@ export interface Identity {
 /** What an app that names nothing runs as. */
 export const DEFAULT_NAME = 'app';
 
+/**
+ * Settles an app's identity: the default name, and the metric prefix derived from the name.
+ *
+ * @example
+ * ```ts
+ * resolveIdentity({ name: 'honest-health' }); // { name: 'honest-health', metricPrefix: 'honest_health' }
+ * resolveIdentity(undefined); // { name: 'app', metricPrefix: 'app' }
+ * ```
+ */
 export function resolveIdentity(identity: AppIdentity | undefined): Identity {
   const name = identity?.name || DEFAULT_NAME;
   const metricPrefix = identity?.metricPrefix ?? name.replace(/[^a-zA-Z0-9_]/g, '_').replace(/^(?=\d)/, '_');

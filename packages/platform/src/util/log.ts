@@ -29,6 +29,16 @@ export type PoisonClassifier = (err: unknown) => string | undefined;
 
 const consoleSink: LogSink = (line) => console.log(line);
 
+/**
+ * JSON lines on stdout (or `sink`), one per event, with `base` on every line; errors are summarised
+ * (code, SQLSTATE, a poison reason from `classify`), never dumped with their parameters.
+ *
+ * @example
+ * ```ts
+ * const log = createLogger('info', { service: 'shop' });
+ * log.warn('cart expired twice', { cart: id });
+ * ```
+ */
 export function createLogger(
   level: LogLevel = 'info',
   base: LogFields = {},

@@ -57,7 +57,16 @@ async function importKey(keyBase64: string): Promise<Key> {
   return { id, key };
 }
 
-/** `current` seals; `current` and `previous` open. */
+/**
+ * AES-GCM with base64 keys: `current` seals; `current` and `previous` open, so a key rotates without a
+ * flag day (reseal, then drop the old key).
+ *
+ * @example
+ * ```ts
+ * const box = await createSecretBox(currentKey, [previousKey]);
+ * const sealed = await box.seal(refreshToken, `grant:${grantId}`); // bound to its row
+ * ```
+ */
 export async function createSecretBox(current: string, previous: readonly string[] = []): Promise<SecretBox> {
   const sealing = await importKey(current);
   const opening = new Map<string, CryptoKey>([[sealing.id, sealing.key]]);
