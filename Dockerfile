@@ -10,9 +10,11 @@
 FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY packages/platform/package.json ./packages/platform/
 RUN npm ci --ignore-scripts --no-audit --no-fund
 COPY tsconfig.json ./
 COPY tools ./tools
+COPY packages ./packages
 COPY src ./src
 RUN node tools/build.mjs
 
@@ -26,7 +28,9 @@ ENV NODE_ENV=production
 ENV HOST=0.0.0.0
 ENV METRICS_PORT=9091
 WORKDIR /app
+# The platform workspace's manifest, for npm ci to install its dependencies: its code is in dist/.
 COPY package.json package-lock.json ./
+COPY packages/platform/package.json ./packages/platform/
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 # Without DATABASE_URL the server keeps the embedded database (and its development key) in .data/.

@@ -1,12 +1,13 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 
-// Two layers (docs/testing.md). `npm test` runs both; `npm run test:fast` only the first (the projects
-// named fast*).
+// Two layers (docs/testing.md), and the examples' suites. `npm test` runs them all; `npm run test:fast`
+// only the first (the projects named fast*).
 // - fast: pure logic and the app called in-process on PGlite. It spawns nothing, so it needs neither
 //   the build nor the secret scan of spawned servers' logs that the global setup does.
 // - integration: the process, cluster and Worker suites, which start Postgres clusters, child
 //   servers, PgBouncer and workerd.
 const FAST = 'test/fast/**/*.test.ts';
+const EXAMPLES = 'examples/*/test/**/*.test.ts';
 // Fast files share their workers' modules (isolate: false): importing hono, drizzle, pg and xero-node
 // afresh for every file was most of the layer's time. A file that must see modules nobody else loaded
 // runs in fast-isolated: validation-messages pins zod/mini's wording with no other module loaded that
@@ -45,6 +46,15 @@ export default defineConfig({
           globalSetup: ['test/support/global-setup.ts'],
           // Each test file starts its own Postgres clusters and child servers: two files at a time
           // keep a 2-core machine responsive enough that timeouts mean something.
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
+        // The example apps' own suites (examples/*/test): each boots its app on Node and in workerd.
+        test: {
+          name: 'example',
+          include: [EXAMPLES],
           testTimeout: 60_000,
           hookTimeout: 120_000,
         },

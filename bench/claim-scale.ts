@@ -10,12 +10,13 @@
 // is measured again, with one EXPLAIN ANALYZE: the rows it read of invoice_pushes, and no sequential scan.
 // Last line: `result: claim_ms_20=… claim_ms_2000=… claim_ms_10000=… scale_ratio=… wal_bytes_per_push=…
 // full_vs_empty=…` (medians; wal over the full-window claims at the largest count).
+
+import type { DatabaseHandle } from '@honest-health/platform/db';
 import pg from 'pg';
 import { createOrganization } from '../src/app/organizations.js';
 import { subWindows, XERO_BUDGET, type XeroBudget } from '../src/app/push/budget.js';
 import { claimPushes } from '../src/app/push/claim.js';
 import { settlePushes } from '../src/app/push/settle.js';
-import type { DatabaseHandle } from '../src/platform/db/handle.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { startCluster } from '../test/support/postgres.js';
 import { captureLog, openDatabase, queueBacklog } from '../test/support/ticks.js';

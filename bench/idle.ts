@@ -1,7 +1,7 @@
 // Idle benchmark: the CPU our Node server burns with no traffic at all, against a bare Hono hello-world
 // on @hono/node-server, side by side in the same window: ours on a real PostgreSQL cluster, the same
 // once /metrics has been scraped (which starts prom-client's event-loop lag monitor, a 10 ms timer:
-// src/platform/metrics/default-metrics.ts), ours on the embedded PGlite default, and the baseline, all
+// packages/platform/src/metrics/default-metrics.ts), ours on the embedded PGlite default, and the baseline, all
 // started, left to settle, then sampled from /proc over the same BENCH_IDLE_S seconds: each thread's
 // schedstat run time, in nanoseconds (utime + stime count 10 ms ticks, too coarse for a few ms a second). The cluster's own CPU over that
 // window is reported too (what our periodic queries cost the database). It reports figures and never

@@ -36,11 +36,11 @@
 // a list, each 1..1000), BENCH_NOOP_BATCH (200).
 import { readFileSync } from 'node:fs';
 import { availableParallelism, constants, loadavg } from 'node:os';
+import { createLogger } from '@honest-health/platform';
 import { sql } from 'drizzle-orm';
 import { Logger, runMigrations } from 'graphile-worker';
 import pg from 'pg';
 import { PgBoss } from 'pg-boss';
-import { createLogger } from '../src/platform/util/log.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { type Cluster, startCluster } from '../test/support/postgres.js';
 import { type ServerProcess, spawnServer } from '../test/support/server.js';

@@ -14,6 +14,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
+import type { Database } from '@honest-health/platform';
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import {
@@ -24,7 +25,6 @@ import {
   refreshExpiringTokens,
 } from '../src/app/connections/refresh-tokens.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import type { Database } from '../src/platform/db/types.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { startCluster } from '../test/support/postgres.js';
 import { repoRoot } from '../test/support/server.js';

@@ -3,15 +3,15 @@
 // transaction-mode pooler (docs/poolers.md), on one pg pool against one throwaway cluster, rounds
 // alternated so drift hits both alike. Reports inserts per second and the ratio; never fails.
 // `npx tsx bench/statement-names.ts`; knobs: BENCH_ROUNDS (5), BENCH_INSERTS (1000 per round and mode).
+
+import type { Database } from '@honest-health/platform';
+import { createLogger, registerStatementPolicy } from '@honest-health/platform';
+import { migrate } from '@honest-health/platform/db';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { createPush } from '../src/app/invoices/store.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { createOrganization } from '../src/app/organizations.js';
-import { migrate } from '../src/platform/db/migrate.js';
-import { registerStatementPolicy } from '../src/platform/db/statements.js';
-import type { Database } from '../src/platform/db/types.js';
-import { createLogger } from '../src/platform/util/log.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { startCluster } from '../test/support/postgres.js';
 import { INVOICE } from './support/ingress-harness.js';

@@ -14,8 +14,8 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Database } from '@honest-health/platform';
 import pg from 'pg';
-import type { Database } from '../src/platform/db/types.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { startCluster } from '../test/support/postgres.js';
 import { repoRoot, type ServerProcess, spawnServer, TEST_TOKEN_KEY } from '../test/support/server.js';

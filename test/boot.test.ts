@@ -11,7 +11,7 @@ import { freePort } from './support/ports.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { type LogLine, spawnServer } from './support/server.js';
 
-// Keep in step with src/platform/db/migrate.ts: the test holds the same lock to stall a migration.
+// Keep in step with packages/platform/src/db/migrate.ts: the test holds the same lock to stall a migration.
 const MIGRATION_LOCK_KEY = '4875233190112093';
 
 let cluster: Cluster;
@@ -158,7 +158,9 @@ describe('boot contract', () => {
     await admin.connect();
     await admin.query(`CREATE ROLE ${role} LOGIN`);
     await admin.query(`GRANT USAGE ON SCHEMA drizzle TO ${role}`);
-    await admin.query(`GRANT SELECT ON drizzle.__drizzle_migrations TO ${role}`);
+    await admin.query(
+      `GRANT SELECT ON drizzle.__drizzle_migrations, drizzle.__drizzle_migrations_platform TO ${role}`,
+    );
     await admin.query(`GRANT SELECT, INSERT, UPDATE ON health_heartbeat TO ${role}`);
     await admin.end();
 

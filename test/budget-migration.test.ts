@@ -2,17 +2,17 @@
 // per-call timestamp arrays hold carry over into the bounded counters, so the new claim does not spend
 // the minute, the day or the app's minute a second time. The arrays stay (the previous release still
 // runs beside the new one during a rolling deploy).
+
+import { loadConfig } from '@honest-health/platform';
+import { DatabaseHandle, migrate } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { createOrganization } from '../src/app/organizations.js';
 import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { claimPushes } from '../src/app/push/claim.js';
 import { rowsOf } from '../src/app/push/rows.js';
-import { createDriver } from '../src/platform/db/driver.js';
-import { DatabaseHandle } from '../src/platform/db/handle.js';
-import { migrate } from '../src/platform/db/migrate.js';
-import { loadConfig } from '../src/platform/util/config.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { captureLog, queueBacklog } from './support/ticks.js';
@@ -30,7 +30,7 @@ afterAll(async () => {
 describe('migration 0013 (bounded budget)', () => {
   it("seeds the counters from the previous release's arrays", async () => {
     const url = await freshDatabase(cluster);
-    const driver = createDriver(loadConfig({ DATABASE_URL: url }), log);
+    const driver = openDriver(loadConfig({ DATABASE_URL: url }), log);
     await driver.ready();
     const handle = new DatabaseHandle(driver, 'app', log);
     const index = migrations.findIndex((m) => m.tag === '0013_bounded_budget');

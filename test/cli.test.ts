@@ -6,15 +6,16 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { createSecretBox, generateKeyBase64 } from '@honest-health/platform/crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LOCK_FILE } from '../src/platform/db/drivers/pglite-lock.js';
-import { createSecretBox, generateKeyBase64 } from '../src/platform/util/secret-box.js';
 import { freshDatabase } from './support/databases.js';
 import { waitForKey } from './support/orgs.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { repoRoot, spawnServer } from './support/server.js';
 
+// The embedded database's lock, by the name the app's identity gives it and earlier releases used.
+const LOCK_FILE = 'honest-health.lock';
 const tsx = resolve(repoRoot, 'node_modules/.bin/tsx');
 const dirs: string[] = [];
 const tempDir = () => {

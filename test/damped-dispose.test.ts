@@ -2,15 +2,15 @@
 // request or tick that met poison opens a fresh connection, which reaches whatever is primary now
 // (ARCHITECTURE.md, "Poison classification and the retry exactly once"). Against a real Postgres
 // whose sessions start read-only.
+
+import { createLogger, loadConfig } from '@honest-health/platform';
+import { DatabaseHandle } from '@honest-health/platform/db';
+import { PROBE_READ_ONLY } from '@honest-health/platform/internal/db/disposal';
+import { FailoverEpisodes } from '@honest-health/platform/internal/db/episode';
+import { withPoisonRetry } from '@honest-health/platform/internal/db/poison-retry';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROBE_READ_ONLY } from '../src/platform/db/disposal.js';
-import { createDriver } from '../src/platform/db/driver.js';
-import { FailoverEpisodes } from '../src/platform/db/episode.js';
-import { DatabaseHandle } from '../src/platform/db/handle.js';
-import { withPoisonRetry } from '../src/platform/db/poison-retry.js';
-import { loadConfig } from '../src/platform/util/config.js';
-import { createLogger } from '../src/platform/util/log.js';
+import { openDriver } from '../src/app/databases.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { until } from './support/until.js';
@@ -27,7 +27,7 @@ async function setup() {
   const url = await freshDatabase(cluster);
   const lines: Record<string, unknown>[] = [];
   const log = createLogger('debug', {}, (l) => lines.push(JSON.parse(l)));
-  const driver = createDriver(loadConfig({ DATABASE_URL: url }), log);
+  const driver = openDriver(loadConfig({ DATABASE_URL: url }), log);
   await driver.ready();
   // A long first step, so that "damped" does not depend on how fast a loaded machine runs the test.
   const episodes = new FailoverEpisodes(log, { minPoolAgeMs: 60_000 });

@@ -1,5 +1,5 @@
+import { createErrorTracker } from '@honest-health/platform/internal/util/error-tracking';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createErrorTracker } from '../src/platform/util/error-tracking.js';
 import { freePort } from './support/ports.js';
 import { type SentrySink, startSentrySink } from './support/sentry-sink.js';
 import { spawnServer } from './support/server.js';

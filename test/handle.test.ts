@@ -1,8 +1,7 @@
+import { createLogger, loadConfig } from '@honest-health/platform';
+import { DatabaseHandle } from '@honest-health/platform/db';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDriver } from '../src/platform/db/driver.js';
-import { DatabaseHandle } from '../src/platform/db/handle.js';
-import { loadConfig } from '../src/platform/util/config.js';
-import { createLogger } from '../src/platform/util/log.js';
+import { openDriver } from '../src/app/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 
 let cluster: Cluster;
@@ -18,7 +17,7 @@ const quiet = createLogger('error', {}, () => {});
 describe('database handle', () => {
   it('builds lazily, rebuilds after dispose, and disposes once per generation', async () => {
     const config = loadConfig({ DATABASE_URL: cluster.url() });
-    const driver = createDriver(config, quiet);
+    const driver = openDriver(config, quiet);
     await driver.ready();
     const handle = new DatabaseHandle(driver, 'app', quiet);
     try {
@@ -46,7 +45,7 @@ describe('database handle', () => {
 
   it('lets queries in flight on a disposed pool finish', async () => {
     const config = loadConfig({ DATABASE_URL: cluster.url() });
-    const driver = createDriver(config, quiet);
+    const driver = openDriver(config, quiet);
     await driver.ready();
     const handle = new DatabaseHandle(driver, 'app', quiet);
     try {
@@ -64,7 +63,7 @@ describe('database handle', () => {
     const config = loadConfig({ DATABASE_URL: cluster.url() });
     const warnings: string[] = [];
     const log = createLogger('warn', {}, (line) => warnings.push(line));
-    const driver = createDriver(config, log);
+    const driver = openDriver(config, log);
     await driver.ready();
     const handle = new DatabaseHandle(driver, 'app', log);
     try {

@@ -1,13 +1,13 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { createPromRegistry } from '@honest-health/platform/internal/metrics/prom-registry';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { createPromRegistry } from '../src/platform/metrics/prom-registry.js';
 import { parsePrometheus } from './support/prometheus.js';
 import { repoRoot } from './support/server.js';
 
 // The idle server's CPU was prom-client's event-loop lag monitor: a 10 ms timer, 100 loop turns a
-// second with nothing to do (src/platform/metrics/default-metrics.ts). What it costs in CPU is a
+// second with nothing to do (packages/platform/src/metrics/default-metrics.ts). What it costs in CPU is a
 // benchmark figure (`npm run bench:idle`); what a test can hold is the behaviour: no monitor until
 // the first scrape, every default metric served all the same.
 

@@ -4,6 +4,7 @@
 // cannot provoke here are hand-built in test/fast/poison.test.ts and say so in their names.
 import dns from 'node:dns';
 import { PGlite, messages as pgliteMessages } from '@electric-sql/pglite';
+import { isPoisoned, poisonReason } from '@honest-health/platform';
 import {
   DatabaseError as NeonDatabaseError,
   NeonDbError,
@@ -19,7 +20,6 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import ws from 'ws';
-import { isPoisoned, poisonReason } from '../src/platform/db/poison.js';
 import { type NeonProxy, startNeonProxy } from '../tools/neon-proxy/server.js';
 import { type FaultProxy, startFaultProxy } from './support/fault-proxy.js';
 import { freePort } from './support/ports.js';

@@ -2,10 +2,11 @@
 // transaction to any server connection, so named prepared statements and session-level advisory
 // locks do not survive there (PgBouncer's feature map: "Protocol-level prepared plans", "Session-level
 // advisory locks": Never in transaction pooling, 1.18).
+
+import { detectTransactionPooler } from '@honest-health/platform/internal/db/drivers/pooler-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrations } from '../src/app/migrations.gen.js';
-import { detectTransactionPooler } from '../src/platform/db/drivers/pooler-check.js';
 import { createOrg, invoiceBody, waitForKey } from './support/orgs.js';
 import { type PgBouncer, pgBouncerMissing, startPgBouncer } from './support/pgbouncer.js';
 import { type Cluster, startCluster } from './support/postgres.js';

@@ -1,6 +1,9 @@
 // The push tick's per-push path: access tokens decrypted once per token version, one lane per tenant
 // (Xero's 5 in flight, no tenant waiting behind another), claims that skip a tenant whose minute is
 // used up, and the batch settle fenced on the lease. Real Postgres, the Xero sandbox for Xero.
+
+import type { SecretBox } from '@honest-health/platform/crypto';
+import type { DatabaseHandle } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,8 +12,6 @@ import { refreshExpiringTokens } from '../src/app/connections/refresh-tokens.js'
 import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
-import type { DatabaseHandle } from '../src/platform/db/handle.js';
-import type { SecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';

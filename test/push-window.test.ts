@@ -2,17 +2,17 @@
 // the first call, after which they expire", and caches an internal error under it ("Idempotent
 // requests", developer.xero.com). A push in doubt is looked up by its marker (the invoice's Url) once
 // its key is that old, instead of being sent again. Real Postgres, the Xero sandbox for Xero.
+
+import { loadConfig } from '@honest-health/platform';
+import type { SecretBox } from '@honest-health/platform/crypto';
+import { DatabaseHandle, migrate } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccessTokenCache } from '../src/app/connections/grants.js';
+import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { KEY_RESEND_WITHIN_MS, type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
-import { createDriver } from '../src/platform/db/driver.js';
-import { DatabaseHandle } from '../src/platform/db/handle.js';
-import { migrate } from '../src/platform/db/migrate.js';
-import { loadConfig } from '../src/platform/util/config.js';
-import type { SecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
@@ -211,7 +211,7 @@ describe('exactly once across Xero’s six minutes', () => {
 
   it('Migration 0009 marks the pushes the previous release attempted as in doubt since they were created', async () => {
     const own = await freshDatabase(cluster);
-    const driver = createDriver(loadConfig({ DATABASE_URL: own }), log);
+    const driver = openDriver(loadConfig({ DATABASE_URL: own }), log);
     await driver.ready();
     const old = new DatabaseHandle(driver, 'app', log);
     try {

@@ -4,6 +4,10 @@
 // refresh tokens expire after 60 days unused on its own clock. The shortened clock: the sandbox's
 // clock is advanced and the grants' timestamps are moved back by the same amount, so the database sees
 // the same elapsed time without waiting for it.
+
+import type { Database } from '@honest-health/platform';
+import type { SecretBox } from '@honest-health/platform/crypto';
+import type { DatabaseHandle } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -12,9 +16,6 @@ import {
   refreshExpiringTokens,
 } from '../src/app/connections/refresh-tokens.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
-import type { DatabaseHandle } from '../src/platform/db/handle.js';
-import type { Database } from '../src/platform/db/types.js';
-import type { SecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';

@@ -1,6 +1,10 @@
 // Issue 20, against the sandbox and a real Postgres: the organization chooses its books (a connection
 // nobody chose receives nothing), a disconnect never takes another connection of the same Xero user
 // with it, and one tenant has one holder even when two organizations connect it at the same instant.
+
+import { loadConfig } from '@honest-health/platform';
+import type { SecretBox } from '@honest-health/platform/crypto';
+import { DatabaseHandle, migrate } from '@honest-health/platform/db';
 import { type SQL, sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import pg from 'pg';
@@ -9,17 +13,13 @@ import type { Organization } from '../src/app/api-key-index.js';
 import type { AuthEnv } from '../src/app/auth.js';
 import { type SavedGrant, saveGrant } from '../src/app/connections/grants.js';
 import { connectionRoutes } from '../src/app/connections/routes.js';
+import { openDriver } from '../src/app/databases.js';
 import { answerAppError } from '../src/app/errors.js';
 import { invoiceRoutes } from '../src/app/invoices/routes.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { createOrganization, removeOrganization } from '../src/app/organizations.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { authEventIdOf, createXeroClient } from '../src/app/xero/client.js';
-import { createDriver } from '../src/platform/db/driver.js';
-import { DatabaseHandle } from '../src/platform/db/handle.js';
-import { migrate } from '../src/platform/db/migrate.js';
-import { loadConfig } from '../src/platform/util/config.js';
-import type { SecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';
@@ -460,7 +460,7 @@ describe('one tenant, one holder', () => {
 describe('migration 0010 (routing and one holder)', () => {
   it('keeps an existing database working: connections chosen, the oldest active the default, duplicates settled', async () => {
     const oldUrl = await freshDatabase(cluster);
-    const driver = createDriver(loadConfig({ DATABASE_URL: oldUrl }), log);
+    const driver = openDriver(loadConfig({ DATABASE_URL: oldUrl }), log);
     await driver.ready();
     const old = new DatabaseHandle(driver, 'app', log);
     const index = migrations.findIndex((m) => m.tag === '0010_routing_and_one_holder');

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import { createSecretBox } from '@honest-health/platform/crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chooseConnection } from '../src/app/connections/choose.js';
 import { saveGrant } from '../src/app/connections/grants.js';
 import { createOrganization } from '../src/app/organizations.js';
 import { authEventIdOf } from '../src/app/xero/client.js';
-import { createSecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody, waitForKey } from './support/orgs.js';

@@ -1,11 +1,11 @@
 import type { AddressInfo } from 'node:net';
 import { createServer, type Socket } from 'node:net';
+import { createTickRunner } from '@honest-health/platform/internal/jobs/tick';
+import { readTickHealth, recordTickFinish } from '@honest-health/platform/internal/jobs/tick-health-store';
+import { intervalMonitorConfig, TickMonitor } from '@honest-health/platform/internal/jobs/tick-monitor';
+import { disabledErrorTracker } from '@honest-health/platform/internal/util/error-tracking';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTickRunner } from '../src/platform/jobs/tick.js';
-import { readTickHealth, recordTickFinish } from '../src/platform/jobs/tick-health-store.js';
-import { intervalMonitorConfig, TickMonitor } from '../src/platform/jobs/tick-monitor.js';
-import { disabledErrorTracker } from '../src/platform/util/error-tracking.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { HEARTBEAT_TEST_KEY, type HeartbeatSink, startHeartbeatSink } from './support/heartbeat-sink.js';

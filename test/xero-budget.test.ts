@@ -1,19 +1,20 @@
 // The shared Xero budget (docs/xero-budget.md): one budget in Postgres for every replica and isolate.
 // Real Postgres, real server processes, Worker-style invocations over neon-http through the local
 // Neon proxy, and the Xero sandbox enforcing Xero's limits (windows shortened alike on both sides).
+
+import type { Database } from '@honest-health/platform';
+import { loadConfig } from '@honest-health/platform';
+import type { SecretBox } from '@honest-health/platform/crypto';
+import { DatabaseHandle } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccessTokenCache } from '../src/app/connections/grants.js';
+import { openDriver } from '../src/app/databases.js';
 import { shortenedXeroBudget, XERO_BUDGET, type XeroBudget } from '../src/app/push/budget.js';
 import { claimPushes } from '../src/app/push/claim.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import { createDriver } from '../src/platform/db/driver.js';
-import { DatabaseHandle } from '../src/platform/db/handle.js';
-import type { Database } from '../src/platform/db/types.js';
-import { loadConfig } from '../src/platform/util/config.js';
-import type { SecretBox } from '../src/platform/util/secret-box.js';
 import { type NeonProxy, startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
@@ -73,7 +74,7 @@ async function handleOver(driver: Driver, url: string): Promise<DatabaseHandle> 
     driver === 'pg'
       ? { DATABASE_URL: url, DATABASE_DRIVER: 'pg' }
       : { DATABASE_URL: url, DATABASE_DRIVER: 'neon-http', NEON_LOCAL_PROXY: neon.url };
-  const d = createDriver(loadConfig(env), log);
+  const d = openDriver(loadConfig(env), log);
   await d.ready();
   const handle = new DatabaseHandle(d, 'app', log);
   handles.push(handle);

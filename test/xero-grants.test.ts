@@ -1,5 +1,8 @@
 // Grants, tenants and Xero's signals against the sandbox and a real Postgres: one refresh per grant,
 // per-tenant disconnect, 403 and invalid_client, and each rate-limit signal changing the next claim.
+
+import type { SecretBox } from '@honest-health/platform/crypto';
+import type { DatabaseHandle } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import pg from 'pg';
@@ -14,8 +17,6 @@ import {
 import { connectionRoutes } from '../src/app/connections/routes.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import type { DatabaseHandle } from '../src/platform/db/handle.js';
-import type { SecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';

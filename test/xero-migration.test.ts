@@ -1,18 +1,18 @@
 // Migration 0005 on a database that has per-tenant token rows (the schema before grants): every
 // connection survives, gets a grant holding its tokens, and keeps pushing and refreshing.
+
+import { loadConfig } from '@honest-health/platform';
+import { DatabaseHandle, migrate } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccessTokenCache, accessTokens } from '../src/app/connections/grants.js';
 import { refreshExpiringTokens } from '../src/app/connections/refresh-tokens.js';
+import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import { createDriver } from '../src/platform/db/driver.js';
-import { DatabaseHandle } from '../src/platform/db/handle.js';
-import { migrate } from '../src/platform/db/migrate.js';
-import { loadConfig } from '../src/platform/util/config.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
@@ -33,7 +33,7 @@ afterAll(async () => {
 describe('migration 0005 (xero_grants)', () => {
   it('moves per-tenant token rows to grants without losing a connection', async () => {
     const url = await freshDatabase(cluster);
-    const driver = createDriver(loadConfig({ DATABASE_URL: url }), log);
+    const driver = openDriver(loadConfig({ DATABASE_URL: url }), log);
     await driver.ready();
     const handle = new DatabaseHandle(driver, 'app', log);
     const box = await testBox();

@@ -2,6 +2,10 @@
 // refresh fails) fails alone, TOKEN_ENCRYPTION_KEY rotates through `tokens:reseal` with every push and
 // refresh working before, during and after, and two replicas with a slow token endpoint redeem each
 // refresh token once.
+
+import type { Database } from '@honest-health/platform';
+import { createSecretBox, generateKeyBase64, type SecretBox } from '@honest-health/platform/crypto';
+import type { DatabaseHandle } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -13,9 +17,6 @@ import { resealGrantTokens, resealRows } from '../src/app/connections/reseal.js'
 import { connectionRoutes } from '../src/app/connections/routes.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import type { DatabaseHandle } from '../src/platform/db/handle.js';
-import type { Database } from '../src/platform/db/types.js';
-import { createSecretBox, generateKeyBase64, type SecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';

@@ -1,4 +1,4 @@
-// Bundles each runtime entry with esbuild; packages stay external (installed by npm), but one.
+// Bundles each runtime entry with esbuild; packages stay external (installed by npm), but two.
 import { readFileSync, rmSync } from 'node:fs';
 import { build } from 'esbuild';
 
@@ -6,9 +6,16 @@ import { build } from 'esbuild';
 // `exports` map Node 24's ESM loader reads back for every module it resolves (package_json_reader's
 // `get` in a CPU profile): importing it took 0.4 s on Node 24 against 0.15 s on Node 20, most of the
 // server's boot. Bundled, the boot never resolves a drizzle-orm file.
-const BUNDLED = new Set(['drizzle-orm']);
-const { dependencies } = JSON.parse(readFileSync('package.json', 'utf8'));
-const external = Object.keys(dependencies)
+// The platform is a workspace package whose exports are TypeScript sources: it is bundled too, and its
+// own dependencies stay external like the app's.
+const PLATFORM = '@honest-health/platform';
+const BUNDLED = new Set(['drizzle-orm', PLATFORM]);
+const manifest = (path) => JSON.parse(readFileSync(path, 'utf8'));
+const app = manifest('package.json');
+const platform = manifest('packages/platform/package.json');
+const external = [
+  ...new Set([app.dependencies, platform.dependencies, platform.peerDependencies].flatMap(Object.keys)),
+]
   .filter((name) => !BUNDLED.has(name))
   .flatMap((name) => [name, `${name}/*`]);
 

@@ -1,8 +1,8 @@
 // What the operator's commands (tools/org.ts, tools/migrate.ts) share: a usage error is one line on
 // stderr and exit 2; any other failure is one line and exit 1; never a stack trace.
 
-import { DatabaseLockedError } from '../src/platform/db/drivers/pglite-lock.js';
-import { ConfigError } from '../src/platform/util/config.js';
+import { ConfigError } from '@honest-health/platform';
+import { DatabaseLockedError } from '@honest-health/platform/drivers/pglite';
 
 export const EXIT_USAGE = 2;
 export const EXIT_FAILURE = 1;

@@ -6,12 +6,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { createLogger, loadConfig } from '@honest-health/platform';
+import { migrate } from '@honest-health/platform/db';
+import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { createOrganization } from '../src/app/organizations.js';
-import { createDriver } from '../src/platform/db/driver.js';
-import { migrate } from '../src/platform/db/migrate.js';
-import { loadConfig } from '../src/platform/util/config.js';
-import { createLogger } from '../src/platform/util/log.js';
 import { startXeroSandbox } from './xero-sandbox/server.js';
 
 const entry = resolve('dist/node.js');
@@ -26,7 +25,7 @@ async function main(): Promise<void> {
 
   say('creating an organization in a fresh embedded database (PGlite, first start takes a few seconds)');
   const config = loadConfig({ DATABASE_URL: undefined });
-  const driver = createDriver(
+  const driver = openDriver(
     { ...config, database: { driver: 'pglite', dataDir: join(work, '.data/pglite') } },
     createLogger('warn'),
   );

@@ -5,12 +5,10 @@
 // developer's embedded database); `npm run db:migrate -- --local` migrates .data/pglite on purpose.
 // Exit codes: 0 migrated, 1 failed, 2 usage.
 import { parseArgs } from 'node:util';
+import { createLogger, loadConfig, poisonReason } from '@honest-health/platform';
+import { migrate } from '@honest-health/platform/db';
+import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
-import { createDriver } from '../src/platform/db/driver.js';
-import { migrate } from '../src/platform/db/migrate.js';
-import { poisonReason } from '../src/platform/db/poison.js';
-import { loadConfig } from '../src/platform/util/config.js';
-import { createLogger } from '../src/platform/util/log.js';
 import { runCli, UsageError } from './cli.js';
 
 const USAGE = 'usage: DATABASE_URL=postgres://... npm run db:migrate, or npm run db:migrate -- --local';
@@ -34,7 +32,7 @@ await runCli('db:migrate', USAGE, async () => {
   if (!local && values.local)
     throw new UsageError('--local is for the embedded database, but DATABASE_URL is set');
   const log = createLogger(config.logLevel, {}, undefined, poisonReason);
-  const driver = createDriver(config, log);
+  const driver = openDriver(config, log);
   try {
     await driver.ready();
     const pool = driver.createPool('app');

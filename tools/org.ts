@@ -9,7 +9,11 @@
 // refuse to run while a server holds it (one process at a time can open PGlite).
 // Exit codes: 0 done, 1 failed (or nothing removed, or a duplicate name), 2 usage.
 import { parseArgs } from 'node:util';
+import type { Database } from '@honest-health/platform';
+import { createLogger, loadConfig } from '@honest-health/platform';
+import { migrate } from '@honest-health/platform/db';
 import { createApiKey, listApiKeys, revokeApiKey } from '../src/app/api-keys.js';
+import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import {
   createOrganization,
@@ -17,11 +21,6 @@ import {
   organizationsNamed,
   removeOrganization,
 } from '../src/app/organizations.js';
-import { createDriver } from '../src/platform/db/driver.js';
-import { migrate } from '../src/platform/db/migrate.js';
-import type { Database } from '../src/platform/db/types.js';
-import { loadConfig } from '../src/platform/util/config.js';
-import { createLogger } from '../src/platform/util/log.js';
 import { EXIT_FAILURE, runCli, UsageError } from './cli.js';
 
 const USAGE =
@@ -137,7 +136,7 @@ await runCli('org', USAGE, async () => {
   const run = parse(process.argv.slice(2));
   const config = loadConfig(process.env);
   const log = createLogger('warn');
-  const driver = createDriver(config, log);
+  const driver = openDriver(config, log);
   try {
     await driver.ready();
     const pool = driver.createPool('app');

@@ -7,12 +7,11 @@
 // Exit codes: 0 every row is under the current key, 1 failed or some rows still are not (unreadable
 // or busy: the old key must stay), 2 usage.
 import { parseArgs } from 'node:util';
+import { ConfigError, createLogger, loadConfig } from '@honest-health/platform';
+import { createSecretBox } from '@honest-health/platform/crypto';
 import { loadAppConfig } from '../src/app/config.js';
 import { resealGrantTokens } from '../src/app/connections/reseal.js';
-import { createDriver } from '../src/platform/db/driver.js';
-import { ConfigError, loadConfig } from '../src/platform/util/config.js';
-import { createLogger } from '../src/platform/util/log.js';
-import { createSecretBox } from '../src/platform/util/secret-box.js';
+import { openDriver } from '../src/app/databases.js';
 import { EXIT_FAILURE, runCli, UsageError } from './cli.js';
 
 const USAGE = 'usage: npm run tokens:reseal [-- --batch-size <1-1000>]';
@@ -31,7 +30,7 @@ await runCli('tokens', USAGE, async () => {
     throw new ConfigError(['TOKEN_ENCRYPTION_KEY is required: it is the key every token is resealed under']);
   const box = await createSecretBox(app.tokenEncryptionKey, app.previousTokenEncryptionKeys);
   const log = createLogger('warn');
-  const driver = createDriver(config, log);
+  const driver = openDriver(config, log);
   try {
     await driver.ready();
     const pool = driver.createPool('app');

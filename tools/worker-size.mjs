@@ -60,10 +60,10 @@ function composition(code) {
   ].join('\n');
 }
 
-/** The package (or src/ folder) a source file belongs to. */
+/** The package (or src/ folder, the platform's included) a source file belongs to. */
 function owner(path, inputs) {
   const pkg = (p) => p.match(/node_modules\/((?:@[^/]+\/)?[^/]+)\//)?.[1];
-  const src = path.match(/(?:^|\/)(src\/[^/]+)\//)?.[1];
+  const src = path.match(/(?:^|\/)((?:packages\/[^/]+\/)?src\/[^/]+)\//)?.[1];
   if (!path.includes('node_modules/')) return src ?? path;
   // Packages that ship source maps point at sources they do not ship (drizzle-orm: node_modules/src/…,
   // @sentry/*: node_modules/@sentry/src/…): find the bundled file with the same path below its src/.

@@ -1,12 +1,21 @@
 // The "naive" server for the failover benchmark (and the one-off honesty check of the failover
 // drills): a scratch copy of this repository with the two halves of the fix taken out.
-//   1. src/platform/db/poison.ts: nothing is ever pool poison (poisonReason -> undefined, isPoisoned
+//   1. packages/platform/src/db/poison.ts: nothing is ever pool poison (poisonReason -> undefined, isPoisoned
 //      -> false), so a request that meets 25006 answers 500 and disposes nothing.
-//   2. src/platform/db/probe.ts: a read_only probe reports read_only but disposes no pool.
+//   2. packages/platform/src/db/probe.ts: a read_only probe reports read_only but disposes no pool.
 // Each patch must match exactly once: if someone reshapes those files, this fails loudly instead of
 // quietly benchmarking the fixed server against itself.
 import { execFileSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 
 interface Patch {
@@ -18,25 +27,25 @@ interface Patch {
 
 const PATCHES: readonly Patch[] = [
   {
-    file: 'src/platform/db/poison.ts',
+    file: 'packages/platform/src/db/poison.ts',
     pattern: /export function poisonReason\([^)]*\)[^{]*\{/g,
     replace: (m) => `${m}\n  return undefined; // NAIVE: nothing poisons a pool\n`,
     what: 'poisonReason() returns undefined',
   },
   {
-    file: 'src/platform/db/poison.ts',
+    file: 'packages/platform/src/db/poison.ts',
     pattern: /export function isPoisoned\([^)]*\)[^{]*\{/g,
     replace: (m) => `${m}\n  return false; // NAIVE: nothing poisons a pool\n`,
     what: 'isPoisoned() returns false',
   },
   {
-    file: 'src/platform/db/probe.ts',
+    file: 'packages/platform/src/db/probe.ts',
     pattern: /void probe\.dispose\([^)]*\);/g,
     replace: () => '/* NAIVE: probe pool not disposed */',
     what: 'read_only does not dispose the probe pool',
   },
   {
-    file: 'src/platform/db/probe.ts',
+    file: 'packages/platform/src/db/probe.ts',
     pattern: /void app\.dispose\([^)]*\);/g,
     replace: () => '/* NAIVE: app pool not disposed */',
     what: 'read_only does not dispose the app pool',
@@ -62,19 +71,31 @@ export function patchNaive(root: string): string[] {
 }
 
 /**
- * Copies what the build needs (src/, tools/build.mjs, package.json) from `repo` into `dir`, links
- * node_modules, applies the naive patches and builds. Returns the naive `dist/node.js`.
+ * Copies what the build needs (src/, packages/platform/, tools/build.mjs, package.json) from `repo`
+ * into `dir`, links node_modules, applies the naive patches and builds. Returns the naive `dist/node.js`.
  */
 export function buildNaiveCopy(repo: string, dir: string): { entry: string; applied: string[] } {
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(join(dir, 'tools'), { recursive: true });
   cpSync(join(repo, 'src'), join(dir, 'src'), { recursive: true });
+  cpSync(join(repo, 'packages/platform'), join(dir, 'packages/platform'), { recursive: true });
   cpSync(join(repo, 'tools/build.mjs'), join(dir, 'tools/build.mjs'));
   cpSync(join(repo, 'package.json'), join(dir, 'package.json'));
-  symlinkSync(join(repo, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  linkNodeModules(repo, dir);
   const applied = patchNaive(dir);
   execFileSync(process.execPath, ['tools/build.mjs'], { cwd: dir, stdio: 'inherit' });
   const entry = join(dir, 'dist/node.js');
   if (!existsSync(entry)) throw new Error(`naive build produced no ${entry}`);
   return { entry, applied };
+}
+
+// The repository's node_modules, entry by entry, except the workspace link: it must point at the
+// copy's (patched) platform, not the repository's.
+function linkNodeModules(repo: string, dir: string): void {
+  mkdirSync(join(dir, 'node_modules/@honest-health'), { recursive: true });
+  for (const name of readdirSync(join(repo, 'node_modules'))) {
+    if (name === '@honest-health') continue;
+    symlinkSync(join(repo, 'node_modules', name), join(dir, 'node_modules', name), 'dir');
+  }
+  symlinkSync(join(dir, 'packages/platform'), join(dir, 'node_modules/@honest-health/platform'), 'dir');
 }

@@ -1,11 +1,12 @@
 // What bench/ingress.ts needs around the load runs: the invoice it submits, the baseline process, a
 // migrated database for it and row counts.
+
+import { createLogger } from '@honest-health/platform';
+import { migrate } from '@honest-health/platform/db';
+import { type PgCompatiblePool, wrapPgCompatiblePool } from '@honest-health/platform/drivers/pg';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { migrations } from '../../src/app/migrations.gen.js';
-import { type PgCompatiblePool, wrapPgCompatiblePool } from '../../src/platform/db/drivers/pg-compatible.js';
-import { migrate } from '../../src/platform/db/migrate.js';
-import { createLogger } from '../../src/platform/util/log.js';
 import { type ScriptServer, spawnScriptServer } from './script-server.js';
 
 /** A realistic invoice with three line items; it passes our validation as it stands. */

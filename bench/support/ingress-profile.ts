@@ -151,8 +151,10 @@ function stageOf(frame: Frame, callers: readonly Frame[]): string | undefined {
   if (pkg === 'hono') return file.endsWith('/context.js') && fn === 'json' ? STAGES.response : STAGES.hono;
   if (file === 'src/app/invoices/view.ts') return STAGES.response;
   if (file === 'src/app/auth.ts' || file === 'src/app/api-key-index.ts') return STAGES.auth;
-  if (file === 'src/app/invoices/store.ts' || file.startsWith('src/platform/db/')) return STAGES.store;
-  if (file.startsWith('src/') || file.startsWith('bench/')) return STAGES.handler;
+  if (file === 'src/app/invoices/store.ts' || file.startsWith('packages/platform/src/db/'))
+    return STAGES.store;
+  if (file.startsWith('src/') || file.startsWith('packages/') || file.startsWith('bench/'))
+    return STAGES.handler;
   return undefined;
 }
 

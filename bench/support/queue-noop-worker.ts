@@ -9,13 +9,13 @@
 //   batched — a what-if, not our code: the same claim statement, then one fenced UPDATE by id for the
 //             whole batch (no tokens, no limiter, no per-push outcome): the floor our statements allow.
 
+import { createLogger } from '@honest-health/platform';
+import type { DatabaseHandle } from '@honest-health/platform/db';
 import { AccessTokenCache } from '../../src/app/connections/grants.js';
 import { XERO_BUDGET } from '../../src/app/push/budget.js';
 import { claimPushes } from '../../src/app/push/claim.js';
 import { type PushTickDeps, pushDueInvoices } from '../../src/app/push/tick.js';
 import type { XeroClient } from '../../src/app/xero/client.js';
-import type { DatabaseHandle } from '../../src/platform/db/handle.js';
-import { createLogger } from '../../src/platform/util/log.js';
 import { openDatabase, testBox } from '../../test/support/ticks.js';
 import { childConfig, serve } from './queue-child.js';
 

@@ -1,10 +1,9 @@
 // API keys: 32 random bytes behind a recognisable prefix (so leaked keys are easy to grep for).
 // Only the sha256 is stored; a key's hash is its lookup handle, so no stored value can be replayed.
 
+import type { Database } from '@honest-health/platform';
+import { encodeBase64Url, sha256Hex } from '@honest-health/platform/crypto';
 import { sql } from 'drizzle-orm';
-import type { Database } from '../platform/db/types.js';
-import { encodeBase64Url } from '../platform/util/base64.js';
-import { sha256Hex } from '../platform/util/sha256.js';
 import { rowsOf } from './push/rows.js';
 
 export const API_KEY_PREFIX = 'hh_live_';

@@ -1,5 +1,5 @@
+import type { RequestScope } from '@honest-health/platform';
 import { createMiddleware } from 'hono/factory';
-import type { RequestScope } from '../platform/http/module.js';
 import type { ApiKeyIndex, Organization } from './api-key-index.js';
 import { API_KEY_PREFIX, hashApiKey } from './api-keys.js';
 import { ApiError } from './errors.js';

@@ -1,5 +1,5 @@
+import { type Env, int, parseEnv } from '@honest-health/platform';
 import { _default, object, optional, pipe, refine, string, superRefine, transform } from 'zod/mini';
-import { type Env, int, parseEnv } from '../platform/util/config.js';
 import { DEFAULT_XERO_SCOPES, missingInvoiceScope } from './connections/scopes.js';
 import { shortenedXeroBudget, XERO_BUDGET, type XeroBudget } from './push/budget.js';
 
@@ -10,6 +10,8 @@ export interface AppConfig {
   previousTokenEncryptionKeys: string[];
   xero: XeroConfig;
   tickIntervalMs: number;
+  /** How often the API-key index reloads (REGISTRY_REFRESH_MS): how long a revoked key keeps working. */
+  apiKeyRefreshMs: number;
   pushMaxAttempts: number;
   pushBatchSize: number;
   backoff: { baseMs: number; maxMs: number };
@@ -98,6 +100,7 @@ const schema = object({
   XERO_CLIENT_SECRET: optional(string()),
   XERO_TIMEOUT_MS: int(100, 120_000, 10_000),
   TICK_INTERVAL_MS: int(100, 3_600_000, 60_000),
+  REGISTRY_REFRESH_MS: int(100, 3_600_000, 5000),
   PUSH_MAX_ATTEMPTS: int(1, 1000, 12),
   PUSH_BATCH_SIZE: int(1, 1000, 50),
   PUSH_BACKOFF_BASE_MS: int(10, 3_600_000, 30_000),
@@ -187,6 +190,7 @@ export function loadAppConfig(env: Env): AppConfig {
       timeoutMs: e.XERO_TIMEOUT_MS,
     },
     tickIntervalMs: e.TICK_INTERVAL_MS,
+    apiKeyRefreshMs: e.REGISTRY_REFRESH_MS,
     pushMaxAttempts: e.PUSH_MAX_ATTEMPTS,
     pushBatchSize: e.PUSH_BATCH_SIZE,
     backoff: { baseMs: e.PUSH_BACKOFF_BASE_MS, maxMs: e.PUSH_BACKOFF_MAX_MS },

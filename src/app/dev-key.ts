@@ -1,6 +1,6 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { generateKeyBase64 } from '../platform/util/secret-box.js';
+import { generateKeyBase64 } from '@honest-health/platform/crypto';
 
 /**
  * The embedded database's token key: made once under .data/ so local tokens survive a restart.

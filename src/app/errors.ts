@@ -1,8 +1,7 @@
+import type { Logger } from '@honest-health/platform';
+import { errorBody, errorCode, type FieldError } from '@honest-health/platform';
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { errorBody, type FieldError } from '../platform/http/error-body.js';
-import { errorCode } from '../platform/util/error-chain.js';
-import type { Logger } from '../platform/util/log.js';
 
 export { errorBody, type FieldError };
 

@@ -1,11 +1,12 @@
-import type { AppContext, AppInstance, AppModule } from '../platform/http/module.js';
-import { ConfigError } from '../platform/util/config.js';
-import { createSecretBox, type SecretBox } from '../platform/util/secret-box.js';
+import type { AppContext, AppInstance, AppModule } from '@honest-health/platform';
+import { ConfigError } from '@honest-health/platform';
+import { createSecretBox, type SecretBox } from '@honest-health/platform/crypto';
 import { ApiKeyIndex } from './api-key-index.js';
 import type { AuthEnv } from './auth.js';
 import { type AppConfig, loadAppConfig } from './config.js';
 import type { RefreshTickResult } from './connections/refresh-tokens.js';
 import { answerAppError } from './errors.js';
+import { identity } from './identity.js';
 import { observeQueueDepth } from './metrics/queue-depth.js';
 import { tokenRefreshCounter } from './metrics/token-refreshes.js';
 import { latestMigrationAt } from './migrations.gen.js';
@@ -20,6 +21,7 @@ const DEV_TOKEN_KEY_PATH = '.data/token-encryption-key';
  * ticks, organizations authenticated by API key.
  */
 export const honestHealth: AppModule<AppConfig, AuthEnv> = {
+  identity,
   loadConfig: loadAppConfig,
   tickNames: Object.values(TICKS),
   latestMigrationAt,
@@ -72,7 +74,7 @@ export async function buildHonestHealth(
     }),
     onError: (err, c) => answerAppError(err, c, log),
     ticks: appTicks({ config, xero, box, owner, log }),
-    indexes: [{ name: 'api-key index', load: (db) => apiKeys.load(db) }],
+    indexes: [{ name: 'api-key index', refreshMs: config.apiKeyRefreshMs, load: (db) => apiKeys.load(db) }],
     metrics: {
       gauges: (registry, context) => observeQueueDepth(registry, context),
       counters: (registry) => {

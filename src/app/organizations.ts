@@ -1,5 +1,5 @@
+import type { Database } from '@honest-health/platform';
 import { asc, eq, sql } from 'drizzle-orm';
-import type { Database } from '../platform/db/types.js';
 import { generateApiKey, hashApiKey } from './api-keys.js';
 import { rowsOf } from './push/rows.js';
 import { organizations } from './schema.js';

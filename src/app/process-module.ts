@@ -1,4 +1,4 @@
-import type { ProcessAppModule } from '../platform/http/module.js';
+import type { ProcessAppModule } from '@honest-health/platform';
 import type { AuthEnv } from './auth.js';
 import type { AppConfig } from './config.js';
 import { migrations } from './migrations.gen.js';

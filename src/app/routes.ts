@@ -1,6 +1,6 @@
+import type { Logger } from '@honest-health/platform';
+import type { SecretBox } from '@honest-health/platform/crypto';
 import { Hono } from 'hono';
-import type { Logger } from '../platform/util/log.js';
-import type { SecretBox } from '../platform/util/secret-box.js';
 import { apiHeaders } from './api-headers.js';
 import type { ApiKeyIndex } from './api-key-index.js';
 import { type AuthEnv, requireApiKey } from './auth.js';

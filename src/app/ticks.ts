@@ -1,6 +1,5 @@
-import type { AppTick } from '../platform/http/module.js';
-import type { Logger } from '../platform/util/log.js';
-import type { SecretBox } from '../platform/util/secret-box.js';
+import type { AppTick, Logger } from '@honest-health/platform';
+import type { SecretBox } from '@honest-health/platform/crypto';
 import type { AppConfig } from './config.js';
 import { AccessTokenCache } from './connections/grants.js';
 import { CredentialsState, refreshExpiringTokens } from './connections/refresh-tokens.js';

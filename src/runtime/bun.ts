@@ -1,4 +1,5 @@
+import { runOnBun } from '@honest-health/platform/bun';
+import { processDatabases } from '../app/databases.js';
 import { honestHealthWithDevelopmentSandbox } from '../app/dev/sandbox.js';
-import { runOnBun } from '../platform/runtimes/bun.js';
 
-await runOnBun(honestHealthWithDevelopmentSandbox);
+await runOnBun(honestHealthWithDevelopmentSandbox, { databases: processDatabases });

@@ -1,4 +1,5 @@
+import { runOnNode } from '@honest-health/platform/node';
+import { processDatabases } from '../app/databases.js';
 import { honestHealthWithDevelopmentSandbox } from '../app/dev/sandbox.js';
-import { runOnNode } from '../platform/runtimes/node.js';
 
-await runOnNode(honestHealthWithDevelopmentSandbox);
+await runOnNode(honestHealthWithDevelopmentSandbox, { databases: processDatabases });

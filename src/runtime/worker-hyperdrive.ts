@@ -1,6 +1,6 @@
+import { hyperdriveIsolateDatabase } from '@honest-health/platform/drivers/hyperdrive';
+import { createIsolateHandlers } from '@honest-health/platform/worker';
 import { honestHealth } from '../app/module.js';
-import { createIsolateHandlers } from '../platform/lifecycle/isolate.js';
-import { hyperdriveIsolateDatabase } from '../platform/lifecycle/isolate-hyperdrive.js';
 
 // node-postgres through the HYPERDRIVE binding (wrangler.toml's [[hyperdrive]], docs/deploy-workers.md).
 const { fetch, scheduled } = createIsolateHandlers(honestHealth, {

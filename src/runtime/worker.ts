@@ -1,6 +1,6 @@
+import { neonIsolateDatabase } from '@honest-health/platform/drivers/neon';
+import { createIsolateHandlers } from '@honest-health/platform/worker';
 import { honestHealth } from '../app/module.js';
-import { createIsolateHandlers } from '../platform/lifecycle/isolate.js';
-import { neonIsolateDatabase } from '../platform/lifecycle/isolate-neon.js';
 
 // Neon's serverless driver at DATABASE_URL. With Hyperdrive, deploy worker-hyperdrive.ts instead
 // (docs/deploy-workers.md): one bundle with both drivers would be over the size budget.

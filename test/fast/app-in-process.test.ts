@@ -1,12 +1,13 @@
 // The app called in process: honest-health's module inside the platform's HTTP shell, on an in-memory
 // PGlite (test/support/in-process.ts). The same routes the spawned servers of the integration layer
 // serve, without a socket, a child process or a cluster.
+
+import type { DatabaseDriver } from '@honest-health/platform';
+import { createSecretBox } from '@honest-health/platform/crypto';
+import { ReadinessGate } from '@honest-health/platform/internal/http/gate';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { saveGrant } from '../../src/app/connections/grants.js';
 import { createOrganization } from '../../src/app/organizations.js';
-import type { DatabaseDriver } from '../../src/platform/db/types.js';
-import { ReadinessGate } from '../../src/platform/http/gate.js';
-import { createSecretBox } from '../../src/platform/util/secret-box.js';
 import { type InProcessApp, startInProcess } from '../support/in-process.js';
 import { invoiceBody } from '../support/orgs.js';
 import { TEST_TOKEN_KEY } from '../support/server.js';

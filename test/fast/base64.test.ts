@@ -1,7 +1,7 @@
 // The platform's base64 (web-standard btoa/atob, for Workers too) against Node's own encoder.
 import { Buffer } from 'node:buffer';
+import { decodeBase64, encodeBase64, encodeBase64Url } from '@honest-health/platform/crypto';
 import { describe, expect, it } from 'vitest';
-import { decodeBase64, encodeBase64, encodeBase64Url } from '../../src/platform/util/base64.js';
 
 describe('base64', () => {
   const samples = [0, 1, 2, 3, 31, 32, 33, 255].map((n) => crypto.getRandomValues(new Uint8Array(n)));

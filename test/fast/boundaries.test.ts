@@ -1,14 +1,19 @@
-// The layering rules (ARCHITECTURE.md, DESIGN.md section 2), checked on the imports esbuild resolves:
-// - nothing under src/platform/ imports anything under src/app/, statically or with import();
-// - a runtime entry (src/runtime/node.ts, bun.ts, worker.ts) imports only src/platform/** and
-//   src/app/module.ts: it wires the platform's adapter to the app module and holds nothing else
-//   (Node and Bun wire src/app/dev/sandbox.ts instead: the same module plus the development sandbox);
+// The layering rules (ARCHITECTURE.md, DESIGN.md section 2):
+// - the platform (packages/platform/src/) imports nothing of this repository outside its package,
+//   statically or with import() (checked on the imports esbuild resolves);
+// - nothing outside the package reaches into it by a relative path, and the app, its entries, tools
+//   and benches name only the package's public entries (its `exports` but `./internal/*`, which is
+//   for this repository's tests); `import type` included, read from the source text;
+// - a runtime entry (src/runtime/node.ts, bun.ts, worker.ts) imports only the platform's public
+//   entries and src/app/module.ts: it wires the platform's adapter to the app module and holds nothing
+//   else (Node and Bun wire src/app/dev/sandbox.ts instead: the same module plus the development
+//   sandbox, and the drivers the app offers, src/app/databases.ts);
 // - nothing the Workers entry reaches is under tools/ (the sandbox is for Node and Bun only).
 // esbuild's metafile lists, for every file it reached, each import it kept with the file it resolved
 // to and its kind (import statement, re-export, dynamic import, require). Imports TypeScript erases
 // (`import type`, `export type`, `typeof import()`) never reach a bundle and are not listed; `tsc`
 // still type-checks across them.
-// - inside src/platform/ the folders are layers (LAYERS below): a file imports only its own layer or
+// - inside the platform the folders are layers (LAYERS below): a file imports only its own layer or
 //   one below it. Types count too (a type is a dependency of the design), so that check reads the
 //   source text, where `import type` is still there, instead of esbuild's metafile.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -22,7 +27,16 @@ const PROCESS_ENTRIES = ['src/runtime/node.ts', 'src/runtime/bun.ts'];
 const WORKER_ENTRIES = ['src/runtime/worker.ts', 'src/runtime/worker-hyperdrive.ts'];
 const RUNTIME_ENTRIES = [...PROCESS_ENTRIES, ...WORKER_ENTRIES];
 const APP_MODULE = 'src/app/module.ts';
+const PLATFORM = 'packages/platform/src';
+const PACKAGE = '@honest-health/platform';
+// Where the app and what runs it live: none may name the package's internals.
+const APP_DIRS = ['src', 'tools', 'bench'];
+// Tests may also use `./internal/*`.
+const TEST_DIRS = ['test'];
+const SELF = 'test/fast/boundaries.test.ts';
 const PROCESS_APP_MODULE = 'src/app/dev/sandbox.ts';
+// The drivers Node and Bun offer (the app chooses which; each is imported from its driver's entry).
+const PROCESS_DATABASES = 'src/app/databases.ts';
 
 interface Import {
   /** The importing file, relative to the root, with forward slashes. */
@@ -68,24 +82,60 @@ async function importsFrom(root: string, entryPoints: string[]): Promise<Import[
 
 const show = (imports: Import[]) => imports.map((i) => `${i.from} -> ${i.to} (${i.kind})`);
 
-/** Imports from src/platform/ into src/app/. */
-async function platformIntoApp(root: string): Promise<string[]> {
-  const imports = await importsFrom(root, sourcesUnder(root, 'src/platform'));
-  return show(imports.filter((i) => i.from.startsWith('src/platform/') && i.to.startsWith('src/app/')));
+/** Imports from the platform into this repository outside its package. */
+async function platformBeyondPackage(root: string): Promise<string[]> {
+  const imports = await importsFrom(root, sourcesUnder(root, PLATFORM));
+  return show(
+    imports.filter(
+      (i) => i.from.startsWith(`${PLATFORM}/`) && !i.external && !i.to.startsWith('packages/platform/'),
+    ),
+  );
 }
 
-/** Imports of the runtime entries that are neither the platform nor the app module. */
+/** The package's public entries: `@honest-health/platform`, `@honest-health/platform/node`, ... */
+function publicEntries(root: string): Set<string> {
+  const manifest = JSON.parse(readFileSync(join(root, 'packages/platform/package.json'), 'utf8'));
+  return new Set(
+    Object.keys(manifest.exports as Record<string, string>)
+      .filter((key) => !key.includes('*'))
+      .map((key) => (key === '.' ? PACKAGE : `${PACKAGE}${key.slice(1)}`)),
+  );
+}
+
+/**
+ * Imports, types included, into the package from outside it: by a relative path into packages/, or
+ * (from `dirs`) by a name that is not one of its public entries.
+ */
+function intoPackageInternals(root: string, dirs: readonly string[], publicOnly: boolean): string[] {
+  const entries = publicEntries(root);
+  const found: string[] = [];
+  // This file's fixtures spell such imports out in strings.
+  const sources = dirs.flatMap((dir) => sourcesUnder(root, dir)).filter((f) => f !== SELF);
+  for (const from of sources) {
+    for (const spec of specifiers(readFileSync(join(root, from), 'utf8'))) {
+      const byPath =
+        spec.startsWith('.') && join(dirname(from), spec).replaceAll('\\', '/').startsWith('packages/');
+      const internal = spec.startsWith(`${PACKAGE}/`) && !entries.has(spec);
+      if (byPath || (publicOnly && internal)) found.push(`${from} -> ${spec}`);
+    }
+  }
+  return found;
+}
+
+/** Imports of the runtime entries that are neither the platform's public entries nor the app module. */
 async function runtimeBeyondWiring(root: string, entries: string[]): Promise<string[]> {
   const imports = await importsFrom(root, entries);
+  const platform = publicEntries(root);
   const allowed = (i: Import) =>
-    !i.external &&
-    (i.to.startsWith('src/platform/') ||
-      i.to === APP_MODULE ||
-      (i.to === PROCESS_APP_MODULE && PROCESS_ENTRIES.includes(i.from)));
+    i.external
+      ? platform.has(i.to)
+      : i.to === APP_MODULE ||
+        ((i.to === PROCESS_APP_MODULE || i.to === PROCESS_DATABASES) && PROCESS_ENTRIES.includes(i.from));
   return show(imports.filter((i) => entries.includes(i.from) && !allowed(i)));
 }
 
-// Lowest first; telemetry/ and metrics/ are one layer. A file directly in src/platform/ has no layer.
+// Lowest first; telemetry/ and metrics/ are one layer; exports/ holds the package's entries. A file
+// directly in the platform's src/ has no layer.
 const LAYERS: readonly (readonly string[])[] = [
   ['util'],
   ['db'],
@@ -94,9 +144,10 @@ const LAYERS: readonly (readonly string[])[] = [
   ['http'],
   ['lifecycle'],
   ['runtimes'],
+  ['exports'],
 ];
 const layerOf = (path: string): number => {
-  const folder = path.slice('src/platform/'.length).split('/');
+  const folder = path.slice(`${PLATFORM}/`.length).split('/');
   return folder.length < 2 ? -1 : LAYERS.findIndex((l) => l.includes(folder[0] as string));
 };
 
@@ -112,16 +163,16 @@ function specifiers(text: string): string[] {
   return SPECIFIERS.flatMap((re) => [...code.matchAll(re)].map((m) => m[1] as string));
 }
 
-/** Imports (types included) from a layer of src/platform/ into a higher one, or from/into no layer. */
+/** Imports (types included) from a layer of the platform into a higher one, or from/into no layer. */
 function againstLayers(root: string): string[] {
   const found: string[] = [];
-  for (const from of sourcesUnder(root, 'src/platform')) {
+  for (const from of sourcesUnder(root, PLATFORM)) {
     const own = layerOf(from);
     if (own === -1) found.push(`${from} is in no layer`);
     for (const spec of specifiers(readFileSync(join(root, from), 'utf8'))) {
       if (!spec.startsWith('.')) continue;
       const to = join(dirname(from), spec).replaceAll('\\', '/').replace(/\.js$/, '.ts');
-      if (!to.startsWith('src/platform/')) continue;
+      if (!to.startsWith(`${PLATFORM}/`)) continue;
       const layer = layerOf(to);
       if (layer === -1 || layer > own) found.push(`${from} -> ${to}`);
     }
@@ -144,43 +195,76 @@ async function inFixture(files: Record<string, string>, check: (root: string) =>
 }
 
 describe('import boundaries', () => {
-  it('nothing under src/platform/ imports src/app/, statically or with import()', async () => {
-    expect(sourcesUnder(repoRoot, 'src/platform').length).toBeGreaterThan(10);
-    expect(await platformIntoApp(repoRoot)).toEqual([]);
+  it('the platform imports nothing outside its package, statically or with import()', async () => {
+    expect(sourcesUnder(repoRoot, PLATFORM).length).toBeGreaterThan(10);
+    expect(await platformBeyondPackage(repoRoot)).toEqual([]);
   });
 
-  it('inside src/platform/ a folder imports only its own layer or those below it, types included', () => {
+  it('nothing outside the package imports its files by path; the app names only its public entries', () => {
+    expect(publicEntries(repoRoot).size).toBeGreaterThan(5);
+    expect(intoPackageInternals(repoRoot, APP_DIRS, true)).toEqual([]);
+    expect(intoPackageInternals(repoRoot, TEST_DIRS, false)).toEqual([]);
+  });
+
+  it('the internals check sees relative paths into the package and non-public names, types included', async () => {
+    const files = {
+      'packages/platform/package.json': JSON.stringify({
+        exports: { '.': './a.ts', './db': './b.ts', './internal/*': './*' },
+      }),
+      'src/app/ok.ts':
+        "import { a } from '@honest-health/platform';\nimport type { B } from '@honest-health/platform/db';\n",
+      'src/app/path.ts': "import type { X } from '../../packages/platform/src/db/types.js';\n",
+      'src/app/internal.ts': "import { y } from '@honest-health/platform/internal/db/handle';\n",
+      'tools/lazy.ts': "export const l = () => import('../packages/platform/src/db/driver.js');\n",
+      'test/uses-internal.ts': "import { y } from '@honest-health/platform/internal/db/handle';\n",
+      'test/path.ts': "export * from '../packages/platform/src/util/log.js';\n",
+    };
+    await inFixture(files, async (root) => {
+      expect(intoPackageInternals(root, ['src', 'tools'], true).sort()).toEqual([
+        'src/app/internal.ts -> @honest-health/platform/internal/db/handle',
+        'src/app/path.ts -> ../../packages/platform/src/db/types.js',
+        'tools/lazy.ts -> ../packages/platform/src/db/driver.js',
+      ]);
+      expect(intoPackageInternals(root, ['test'], false)).toEqual([
+        'test/path.ts -> ../packages/platform/src/util/log.js',
+      ]);
+    });
+  });
+
+  it('inside the platform a folder imports only its own layer or those below it, types included', () => {
     expect(againstLayers(repoRoot)).toEqual([]);
   });
 
   it('the layer check sees upward imports of every kind, and files outside any layer', async () => {
     const files = {
-      'src/platform/util/leaf.ts': "import { x } from '../db/pool.js';\nexport const y = x;\n",
-      'src/platform/util/types.ts': "import type { Pool } from '../db/pool.js';\nexport type P = Pool;\n",
-      'src/platform/util/reexport.ts': "export type { Pool } from '../http/route.js';\n",
-      'src/platform/db/typeof.ts': "export type R = typeof import('../jobs/tick.js');\n",
-      'src/platform/db/lazy.ts': "export const load = () => import('../lifecycle/boot.js');\n",
-      'src/platform/db/multi.ts': "import {\n  type A,\n  b,\n} from '../metrics/m.js';\nexport { b };\n",
-      'src/platform/db/pool.ts':
+      'packages/platform/src/util/leaf.ts': "import { x } from '../db/pool.js';\nexport const y = x;\n",
+      'packages/platform/src/util/types.ts':
+        "import type { Pool } from '../db/pool.js';\nexport type P = Pool;\n",
+      'packages/platform/src/util/reexport.ts': "export type { Pool } from '../http/route.js';\n",
+      'packages/platform/src/db/typeof.ts': "export type R = typeof import('../jobs/tick.js');\n",
+      'packages/platform/src/db/lazy.ts': "export const load = () => import('../lifecycle/boot.js');\n",
+      'packages/platform/src/db/multi.ts':
+        "import {\n  type A,\n  b,\n} from '../metrics/m.js';\nexport { b };\n",
+      'packages/platform/src/db/pool.ts':
         "import '../util/leaf.js';\n// from '../runtimes/node.js' in a comment\nexport const x = 1;\n",
-      'src/platform/metrics/m.ts': "import { t } from '../telemetry/t.js';\nexport const b = t;\n",
-      'src/platform/telemetry/t.ts': "import { b } from '../metrics/m.js';\nexport const t = b;\n",
-      'src/platform/loose.ts': 'export {};\n',
+      'packages/platform/src/metrics/m.ts': "import { t } from '../telemetry/t.js';\nexport const b = t;\n",
+      'packages/platform/src/telemetry/t.ts': "import { b } from '../metrics/m.js';\nexport const t = b;\n",
+      'packages/platform/src/loose.ts': 'export {};\n',
     };
     await inFixture(files, async (root) => {
       expect(againstLayers(root).sort()).toEqual([
-        'src/platform/db/lazy.ts -> src/platform/lifecycle/boot.ts',
-        'src/platform/db/multi.ts -> src/platform/metrics/m.ts',
-        'src/platform/db/typeof.ts -> src/platform/jobs/tick.ts',
-        'src/platform/loose.ts is in no layer',
-        'src/platform/util/leaf.ts -> src/platform/db/pool.ts',
-        'src/platform/util/reexport.ts -> src/platform/http/route.ts',
-        'src/platform/util/types.ts -> src/platform/db/pool.ts',
+        'packages/platform/src/db/lazy.ts -> packages/platform/src/lifecycle/boot.ts',
+        'packages/platform/src/db/multi.ts -> packages/platform/src/metrics/m.ts',
+        'packages/platform/src/db/typeof.ts -> packages/platform/src/jobs/tick.ts',
+        'packages/platform/src/loose.ts is in no layer',
+        'packages/platform/src/util/leaf.ts -> packages/platform/src/db/pool.ts',
+        'packages/platform/src/util/reexport.ts -> packages/platform/src/http/route.ts',
+        'packages/platform/src/util/types.ts -> packages/platform/src/db/pool.ts',
       ]);
     });
   });
 
-  it('a runtime entry imports only src/platform/** and src/app/module.ts', async () => {
+  it("a runtime entry imports only the platform's public entries and src/app/module.ts", async () => {
     expect(await runtimeBeyondWiring(repoRoot, RUNTIME_ENTRIES)).toEqual([]);
   });
 
@@ -193,19 +277,24 @@ describe('import boundaries', () => {
 
   it('the checks see static, re-exported, dynamic and nested imports, and resolve paths', async () => {
     const files = {
+      'packages/platform/package.json': JSON.stringify({ exports: { '.': './a.ts', './node': './b.ts' } }),
       'src/app/module.ts': 'export const module = 1;\n',
       'src/app/routes.ts': 'export const routes = 1;\n',
-      'src/platform/clean.ts': "import { helper } from './nested/helper.js';\nexport const x = helper;\n",
-      'src/platform/nested/helper.ts': 'export const helper = 1;\n',
-      'src/platform/static.ts': "import { routes } from '../app/routes.js';\nexport const s = routes;\n",
-      'src/platform/reexport.ts': "export * from '../app/routes.js';\n",
-      'src/platform/lazy.ts': "export const load = () => import('../app/routes.js');\n",
-      'src/platform/deep/inner.ts': "import '../../app/module.js';\n",
+      'packages/platform/src/clean.ts':
+        "import { helper } from './nested/helper.js';\nexport const x = helper;\n",
+      'packages/platform/src/nested/helper.ts': 'export const helper = 1;\n',
+      'packages/platform/src/static.ts':
+        "import { routes } from '../../../src/app/routes.js';\nexport const s = routes;\n",
+      'packages/platform/src/reexport.ts': "export * from '../../../src/app/routes.js';\n",
+      'packages/platform/src/lazy.ts': "export const load = () => import('../../../tools/x.js');\n",
+      'packages/platform/src/deep/inner.ts': "import '../../../../src/app/module.js';\n",
+      'tools/x.ts': 'export {};\n',
       // A type-only import is erased, as in the build: not a runtime dependency.
-      'src/platform/types.ts':
-        "import type { routes } from '../app/routes.js';\nexport type R = typeof routes;\n",
-      'src/runtime/node.ts': "import '../platform/clean.js';\nimport '../app/module.js';\n",
-      'src/runtime/bun.ts': "import { hostname } from 'node:os';\nimport '../app/routes.js';\nhostname();\n",
+      'packages/platform/src/types.ts':
+        "import type { routes } from '../../../src/app/routes.js';\nexport type R = typeof routes;\n",
+      'src/runtime/node.ts': "import '@honest-health/platform/node';\nimport '../app/module.js';\n",
+      'src/runtime/bun.ts':
+        "import { hostname } from 'node:os';\nimport '../app/routes.js';\nimport '@honest-health/platform/internal/db/handle';\nhostname();\n",
       'src/runtime/worker.ts': "import './helper.js';\nimport 'hono';\n",
       'src/runtime/helper.ts': 'export {};\n',
       // The Node/Bun module (the development sandbox) is refused to a Workers entry.
@@ -213,13 +302,14 @@ describe('import boundaries', () => {
       'src/app/dev/sandbox.ts': 'export {};\n',
     };
     await inFixture(files, async (root) => {
-      expect((await platformIntoApp(root)).sort()).toEqual([
-        'src/platform/deep/inner.ts -> src/app/module.ts (import-statement)',
-        'src/platform/lazy.ts -> src/app/routes.ts (dynamic-import)',
-        'src/platform/reexport.ts -> src/app/routes.ts (import-statement)',
-        'src/platform/static.ts -> src/app/routes.ts (import-statement)',
+      expect((await platformBeyondPackage(root)).sort()).toEqual([
+        'packages/platform/src/deep/inner.ts -> src/app/module.ts (import-statement)',
+        'packages/platform/src/lazy.ts -> tools/x.ts (dynamic-import)',
+        'packages/platform/src/reexport.ts -> src/app/routes.ts (import-statement)',
+        'packages/platform/src/static.ts -> src/app/routes.ts (import-statement)',
       ]);
       expect((await runtimeBeyondWiring(root, RUNTIME_ENTRIES)).sort()).toEqual([
+        'src/runtime/bun.ts -> @honest-health/platform/internal/db/handle (import-statement)',
         'src/runtime/bun.ts -> node:os (import-statement)',
         'src/runtime/bun.ts -> src/app/routes.ts (import-statement)',
         'src/runtime/worker-hyperdrive.ts -> src/app/dev/sandbox.ts (import-statement)',

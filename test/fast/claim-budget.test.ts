@@ -2,6 +2,9 @@
 // a tenant gets what its row allows (5 in flight, 60 a rolling minute), the slots it holds are not
 // handed out again, and one tenant's spent budget never holds up another. The same claim across
 // replicas, Neon's HTTP driver and a real Xero sandbox is tested in test/xero-budget.test.ts.
+
+import type { Database } from '@honest-health/platform';
+import { createSecretBox } from '@honest-health/platform/crypto';
 import { type SQL, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { saveGrant } from '../../src/app/connections/grants.js';
@@ -9,8 +12,6 @@ import { createOrganization } from '../../src/app/organizations.js';
 import { XERO_BUDGET } from '../../src/app/push/budget.js';
 import { type ClaimOptions, claimPushes, tenantsVisited } from '../../src/app/push/claim.js';
 import { rowsOf } from '../../src/app/push/rows.js';
-import type { Database } from '../../src/platform/db/types.js';
-import { createSecretBox } from '../../src/platform/util/secret-box.js';
 import { type InProcessApp, startInProcess } from '../support/in-process.js';
 import { invoiceBody } from '../support/orgs.js';
 import { TEST_TOKEN_KEY } from '../support/server.js';

@@ -1,6 +1,6 @@
+import { ConfigError, loadConfig } from '@honest-health/platform';
 import { describe, expect, it } from 'vitest';
 import { loadAppConfig } from '../../src/app/config.js';
-import { ConfigError, loadConfig } from '../../src/platform/util/config.js';
 
 describe('configuration', () => {
   it('defaults to the embedded database and documented values', () => {

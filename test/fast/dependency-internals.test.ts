@@ -3,16 +3,18 @@
 // (docs/poolers.md, "Private fields"). And the one that moved to public API: pg-pool's queue of
 // callers waiting for a client, now failed by our own connect() wrapper.
 import { createServer, type Server, type Socket } from 'node:net';
+import type { Database } from '@honest-health/platform';
+import { createLogger, isPoisoned } from '@honest-health/platform';
+import { type PgCompatiblePool, wrapPgCompatiblePool } from '@honest-health/platform/drivers/pg';
+import {
+  closeIdleClients,
+  poolInternals,
+} from '@honest-health/platform/internal/db/drivers/pg-pool-internals';
+import { loadDefaultMetric } from '@honest-health/platform/internal/metrics/default-metrics';
 import { Pool as NeonPool } from '@neondatabase/serverless';
 import pg from 'pg';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type PgCompatiblePool, wrapPgCompatiblePool } from '../../src/platform/db/drivers/pg-compatible.js';
-import { closeIdleClients, poolInternals } from '../../src/platform/db/drivers/pg-pool-internals.js';
-import { isPoisoned } from '../../src/platform/db/poison.js';
-import type { Database } from '../../src/platform/db/types.js';
-import { loadDefaultMetric } from '../../src/platform/metrics/default-metrics.js';
-import { createLogger } from '../../src/platform/util/log.js';
 
 const quiet = createLogger('error', {}, () => {});
 

@@ -2,13 +2,13 @@
 // whose final stage runs what tools/build.mjs produces. No Docker engine needed: the files are parsed.
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { ConfigError, loadConfig } from '@honest-health/platform';
+import { ReadinessGate } from '@honest-health/platform/internal/http/gate';
+import { healthRoutes, LIVENESS_PATHS } from '@honest-health/platform/internal/http/health';
+import { loadInternalEndpointsConfig } from '@honest-health/platform/internal/http/internal-endpoints';
+import { TICK_HEALTH_PATH } from '@honest-health/platform/internal/http/tick-health-route';
 import { parse } from 'smol-toml';
 import { describe, expect, it } from 'vitest';
-import { ReadinessGate } from '../../src/platform/http/gate.js';
-import { healthRoutes, LIVENESS_PATHS } from '../../src/platform/http/health.js';
-import { loadInternalEndpointsConfig } from '../../src/platform/http/internal-endpoints.js';
-import { TICK_HEALTH_PATH } from '../../src/platform/http/tick-health-route.js';
-import { ConfigError, loadConfig } from '../../src/platform/util/config.js';
 import { repoRoot } from '../support/server.js';
 
 const read = (file: string) => readFileSync(resolve(repoRoot, file), 'utf8');
@@ -174,15 +174,24 @@ describe('Dockerfile', () => {
     expect(pkg.scripts.build).toBe('node tools/build.mjs');
     expect(runs).toContain(pkg.scripts.build);
     expect(runs.some((r) => r.startsWith('npm run'))).toBe(false);
-    // The build stage has what tools/build.mjs reads.
+    // The build stage has what tools/build.mjs reads, the platform's workspace package included, whose
+    // manifest npm ci needs before it installs.
     const copied = instruction(build, 'COPY').join('\n');
-    for (const needed of ['package-lock.json', 'tools', 'src', 'tsconfig.json'])
+    for (const needed of [
+      'package-lock.json',
+      'packages/platform/package.json',
+      'packages',
+      'tools',
+      'src',
+      'tsconfig.json',
+    ])
       expect(copied).toContain(needed);
   });
 
   it('installs production dependencies only, as a non-root user', () => {
     const runs = instruction(final, 'RUN');
     expect(runs.some((r) => /^npm ci\b/.test(r) && r.includes('--omit=dev'))).toBe(true);
+    expect(instruction(final, 'COPY').join('\n')).toContain('packages/platform/package.json');
     const user = instruction(final, 'USER').at(-1);
     expect(user).toBeDefined();
     expect(user).not.toMatch(/^(root|0)(:|$)/);

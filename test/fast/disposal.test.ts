@@ -1,14 +1,15 @@
 // A disposal's cause is a value: logs get the sentence they always had, metrics the label they always
 // had, each read from the value (no parsing back). Pure: no database.
-import { describe, expect, it } from 'vitest';
+
+import type { Labels, MetricsRegistry } from '@honest-health/platform';
 import {
   type DisposalCause,
   describeDisposal,
   describeWork,
   PROBE_READ_ONLY,
-} from '../../src/platform/db/disposal.js';
-import { platformMetrics } from '../../src/platform/metrics/platform-metrics.js';
-import type { Labels, MetricsRegistry } from '../../src/platform/metrics/registry.js';
+} from '@honest-health/platform/internal/db/disposal';
+import { platformMetrics } from '@honest-health/platform/internal/metrics/platform-metrics';
+import { describe, expect, it } from 'vitest';
 
 // Records what the platform counts, by metric name and label set.
 function recordingRegistry() {
@@ -45,7 +46,7 @@ describe('disposal causes', () => {
   it.each(CASES)('%o is logged as "%s" and counted under cause=%s', (cause, sentence, label) => {
     expect(describeDisposal(cause)).toBe(sentence);
     const { registry, count } = recordingRegistry();
-    const metrics = platformMetrics(registry);
+    const metrics = platformMetrics(registry, 'honest_health');
     const name = 'honest_health_db_pool_disposals_total';
     expect(count(name, { pool: 'app', cause: label })).toBe(0);
     metrics.disposal('app', cause);

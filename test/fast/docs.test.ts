@@ -7,12 +7,15 @@
 // Plain file reads: no database, no build.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
+import { loadConfig } from '@honest-health/platform';
+import { loadInternalEndpointsConfig } from '@honest-health/platform/internal/http/internal-endpoints';
 import { describe, expect, it } from 'vitest';
-import { loadInternalEndpointsConfig } from '../../src/platform/http/internal-endpoints.js';
-import { loadConfig } from '../../src/platform/util/config.js';
 
 const root = resolve(import.meta.dirname, '../..');
 const read = (path: string) => readFileSync(join(root, path), 'utf8');
+
+// Every folder of code, the platform's package included.
+const CODE_DIRS = ['src', 'packages', 'tools', 'test', 'bench'];
 
 function filesUnder(dir: string, extensions: readonly string[]): string[] {
   const out: string[] = [];
@@ -65,10 +68,10 @@ const READ_PATTERNS = [
   /`([A-Z][A-Z0-9_]*_)\$\{/g,
 ];
 
-/** Every variable src/, tools/ and wrangler.toml's [vars] read. */
+/** Every variable src/, packages/, tools/ and wrangler.toml's [vars] read. */
 function variablesRead(): Map<string, string> {
   const found = new Map<string, string>();
-  for (const file of [...filesUnder('src', CODE), ...filesUnder('tools', CODE)]) {
+  for (const file of ['src', 'packages', 'tools'].flatMap((dir) => filesUnder(dir, CODE))) {
     const text = read(file);
     const names = [
       ...schemaKeys(text),
@@ -217,7 +220,7 @@ describe('links', () => {
 
   it('every docs/ page the code names exists', () => {
     const named = new Set<string>();
-    for (const file of ['src', 'tools', 'test', 'bench'].flatMap((dir) => filesUnder(dir, CODE))) {
+    for (const file of CODE_DIRS.flatMap((dir) => filesUnder(dir, CODE))) {
       for (const m of read(file).matchAll(/\bdocs\/[a-z0-9-]+\.md\b/g)) named.add(m[0]);
     }
     expect([...named].filter((page) => !existsSync(join(root, page)))).toEqual([]);
@@ -226,7 +229,7 @@ describe('links', () => {
   it('every ARCHITECTURE.md section a code comment names exists', () => {
     const sections = anchors(read('ARCHITECTURE.md'));
     const named: string[] = [];
-    for (const file of ['src', 'tools', 'test', 'bench'].flatMap((dir) => filesUnder(dir, CODE))) {
+    for (const file of CODE_DIRS.flatMap((dir) => filesUnder(dir, CODE))) {
       // Comments wrap: join continued `//` lines before looking for the file name and a quoted title.
       const text = read(file).replace(/\n\s*\/\/ ?/g, ' ');
       for (const m of text.matchAll(/ARCHITECTURE\.md,? "([^"]+)"/g)) named.push(`${file}: ${m[1]}`);
@@ -269,7 +272,7 @@ describe('docs/kubernetes.md', () => {
     expect(Object.keys(env)).toContain('SHUTDOWN_DELAY_MS');
     expect(defaults.shutdownDelayMs).toBeLessThan(defaults.shutdownTimeoutMs);
     const grace = Number(/terminationGracePeriodSeconds: (\d+)/.exec(yaml)?.[1]);
-    // Past the budget each remaining shutdown stage still gets a second (src/platform/lifecycle/shutdown.ts).
+    // Past the budget each remaining shutdown stage still gets a second (packages/platform/src/lifecycle/shutdown.ts).
     expect(grace).toBeGreaterThanOrEqual(defaults.shutdownTimeoutMs / 1000 + 5);
     const startup = probe('startupProbe');
     expect(startup.path).toBe('/livez');

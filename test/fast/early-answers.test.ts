@@ -1,10 +1,10 @@
-// An answer sent before the body was read (src/platform/http/node-early-answers.ts), on a bare Node
+// An answer sent before the body was read (packages/platform/src/http/node-early-answers.ts), on a bare Node
 // HTTP server in process: the rest of the body is read and thrown away, up to the bound, then a
 // `Connection: close` answer closes with a FIN; past the bound the connection is cut.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { drainEarlyAnswers } from '@honest-health/platform/internal/http/node-early-answers';
 import { afterEach, describe, expect, it } from 'vitest';
-import { drainEarlyAnswers } from '../../src/platform/http/node-early-answers.js';
 import { slowUpload } from '../support/raw-http.js';
 
 let server: Server | undefined;

@@ -1,8 +1,9 @@
 // The episode's rules on a clock the test moves: the damping schedule, the end of an episode and its
 // summary. (test/failover-episodes.test.ts proves the same against real databases.)
+
+import { createLogger } from '@honest-health/platform';
+import { FailoverEpisodes } from '@honest-health/platform/internal/db/episode';
 import { describe, expect, it } from 'vitest';
-import { FailoverEpisodes } from '../../src/platform/db/episode.js';
-import { createLogger } from '../../src/platform/util/log.js';
 
 function setup() {
   let now = 1_000_000;

@@ -1,9 +1,16 @@
 // The one walk over what an error wraps (error-chain.ts): ordered, bounded and cycle-safe, and the log,
 // the poison classifier and the error codes all read errors through it. Pure: no database.
+
+import {
+  causeChain,
+  describeError,
+  errorCode,
+  isPoolExhausted,
+  poisonReason,
+  rootCause,
+  viaAnyWrapper,
+} from '@honest-health/platform';
 import { describe, expect, it } from 'vitest';
-import { isPoolExhausted, poisonReason } from '../../src/platform/db/poison.js';
-import { causeChain, errorCode, rootCause, viaAnyWrapper } from '../../src/platform/util/error-chain.js';
-import { describeError } from '../../src/platform/util/log.js';
 
 const chainOf = (length: number): Error => {
   let err = new Error(`e${length - 1}`);

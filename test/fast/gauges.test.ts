@@ -1,7 +1,8 @@
-// The Workers gauge exposition (src/platform/metrics/gauges.ts) and the strict Prometheus text parser
+// The Workers gauge exposition (packages/platform/src/metrics/gauges.ts) and the strict Prometheus text parser
 // the metrics tests read /metrics with. Pure: text in, text out.
+
+import { createGaugeRegistry } from '@honest-health/platform/internal/metrics/gauges';
 import { describe, expect, it } from 'vitest';
-import { createGaugeRegistry } from '../../src/platform/metrics/gauges.js';
 import { parsePrometheus, sample } from '../support/prometheus.js';
 
 describe('the Workers gauge exposition', () => {

@@ -1,9 +1,13 @@
-// The guard on /metrics and /healthz/ticks (src/platform/http/internal-endpoints.ts) and the transport
+// The guard on /metrics and /healthz/ticks (packages/platform/src/http/internal-endpoints.ts) and the transport
 // rule on Xero's URLs (src/app/config.ts): both refuse boot in the one-line configuration error.
+
+import { ConfigError, loadConfig } from '@honest-health/platform';
+import {
+  isLoopbackHost,
+  loadInternalEndpointsConfig,
+} from '@honest-health/platform/internal/http/internal-endpoints';
 import { describe, expect, it } from 'vitest';
 import { loadAppConfig } from '../../src/app/config.js';
-import { isLoopbackHost, loadInternalEndpointsConfig } from '../../src/platform/http/internal-endpoints.js';
-import { ConfigError, loadConfig } from '../../src/platform/util/config.js';
 
 const problems = (load: () => unknown): string[] => {
   try {

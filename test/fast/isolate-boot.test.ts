@@ -1,12 +1,13 @@
-// The Worker's isolate boot (src/platform/lifecycle/isolate.ts) without workerd or a database: a boot
+// The Worker's isolate boot (packages/platform/src/lifecycle/isolate.ts) without workerd or a database: a boot
 // that fails on its configuration runs once however many requests arrive together, is retried only
 // after its back-off (1 s, 5 s, then every 30 s), and meanwhile every request is answered at once.
 // test/worker.test.ts runs the same lifecycle in workerd against real databases.
+
+import type { AppModule } from '@honest-health/platform';
+import { neonIsolateDatabase } from '@honest-health/platform/drivers/neon';
+import { createIsolateHandlers } from '@honest-health/platform/worker';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { honestHealth } from '../../src/app/module.js';
-import type { AppModule } from '../../src/platform/http/module.js';
-import { createIsolateHandlers } from '../../src/platform/lifecycle/isolate.js';
-import { neonIsolateDatabase } from '../../src/platform/lifecycle/isolate-neon.js';
 
 const ctx = { waitUntil: () => {} };
 // No DATABASE_URL: the isolate cannot be configured, and never reaches for a database.

@@ -1,9 +1,9 @@
-// Which database a Worker entry's isolate reaches, from its bindings (src/platform/lifecycle/isolate-*.ts).
+// Which database a Worker entry's isolate reaches, from its bindings (packages/platform/src/lifecycle/isolate-*.ts).
+
+import { createLogger, loadConfig } from '@honest-health/platform';
+import { hyperdriveIsolateDatabase } from '@honest-health/platform/drivers/hyperdrive';
+import { neonIsolateDatabase } from '@honest-health/platform/drivers/neon';
 import { describe, expect, it } from 'vitest';
-import { hyperdriveIsolateDatabase } from '../../src/platform/lifecycle/isolate-hyperdrive.js';
-import { neonIsolateDatabase } from '../../src/platform/lifecycle/isolate-neon.js';
-import { loadConfig } from '../../src/platform/util/config.js';
-import { createLogger } from '../../src/platform/util/log.js';
 
 const binding = { connectionString: 'postgres://u:secret-pw@hyperdrive.local:5432/app' };
 const log = createLogger('error', {}, () => {});

@@ -1,11 +1,11 @@
 // API keys (src/app/api-keys.ts), the scopes that can create invoices (src/app/connections/scopes.ts)
 // and the consent id in a Xero access token (src/app/xero/client.ts): pure functions of their input.
 import { createHash } from 'node:crypto';
+import { encodeBase64Url } from '@honest-health/platform/crypto';
 import { describe, expect, it } from 'vitest';
 import { API_KEY_PREFIX, generateApiKey, hashApiKey } from '../../src/app/api-keys.js';
 import { DEFAULT_XERO_SCOPES, missingInvoiceScope } from '../../src/app/connections/scopes.js';
 import { authEventIdOf } from '../../src/app/xero/client.js';
-import { encodeBase64Url } from '../../src/platform/util/base64.js';
 
 describe('API keys', () => {
   it('are 32 random bytes, base64url, behind a prefix a secret scanner can find', () => {

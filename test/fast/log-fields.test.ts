@@ -1,10 +1,10 @@
 // Log fields: what an error line carries, and which context a line is logged under. Pure: a logger
 // writing to an array. (test/observability.test.ts checks the same fields on a running server.)
+
+import { createLogger, describeError, poisonReason } from '@honest-health/platform';
+import { Scheduler } from '@honest-health/platform/internal/jobs/scheduler';
+import { withLogContext } from '@honest-health/platform/internal/util/log-context';
 import { describe, expect, it } from 'vitest';
-import { poisonReason } from '../../src/platform/db/poison.js';
-import { Scheduler } from '../../src/platform/jobs/scheduler.js';
-import { createLogger, describeError } from '../../src/platform/util/log.js';
-import { withLogContext } from '../../src/platform/util/log-context.js';
 import { until } from '../support/until.js';
 
 describe('log fields', () => {

@@ -1,5 +1,5 @@
+import { createLogger } from '@honest-health/platform';
 import { describe, expect, it } from 'vitest';
-import { createLogger } from '../../src/platform/util/log.js';
 
 describe('structured logs', () => {
   const capture = () => {

@@ -1,11 +1,11 @@
-// The Node connection guard (src/platform/http/node-connections.ts) tells idle sockets from busy ones
+// The Node connection guard (packages/platform/src/http/node-connections.ts) tells idle sockets from busy ones
 // by the server's public events alone: a socket silent past the idle timeout is closed, one whose
 // request is still being answered is not, and at the cap the idle one goes, not the busy one.
 import { createServer, type Server } from 'node:http';
 import { connect, type Socket } from 'node:net';
+import { createLogger } from '@honest-health/platform';
+import { guardConnections } from '@honest-health/platform/internal/http/node-connections';
 import { afterEach, describe, expect, it } from 'vitest';
-import { guardConnections } from '../../src/platform/http/node-connections.js';
-import { createLogger } from '../../src/platform/util/log.js';
 
 const log = createLogger('error', {}, () => {});
 const servers: Server[] = [];

@@ -1,6 +1,9 @@
 // Connect links and the OAuth state of the connect flow (src/app/connections/connect-links.ts,
 // oauth-state.ts) on the embedded database: unguessable, single use, expiring, bound to one browser,
 // carrying a sealed PKCE verifier, and stored only as hashes.
+
+import type { SecretBox } from '@honest-health/platform/crypto';
+import { sha256Hex } from '@honest-health/platform/crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_MAX_PENDING_FLOWS, mintLink } from '../../src/app/connections/connect-links.js';
 import {
@@ -10,8 +13,6 @@ import {
   startFlow,
 } from '../../src/app/connections/oauth-state.js';
 import { createOrganization } from '../../src/app/organizations.js';
-import type { SecretBox } from '../../src/platform/util/secret-box.js';
-import { sha256Hex } from '../../src/platform/util/sha256.js';
 import { type InProcessApp, startInProcess } from '../support/in-process.js';
 import { testBox } from '../support/ticks.js';
 

@@ -1,9 +1,10 @@
 // isPoisoned/poisonReason on hand-built errors: the conditions test/poison.test.ts cannot provoke
 // against real servers, and non-errors. Pure: no server, no driver connection.
+
+import { isPoisoned, poisonReason } from '@honest-health/platform';
 import { NeonDbError } from '@neondatabase/serverless';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { isPoisoned, poisonReason } from '../../src/platform/db/poison.js';
 
 // postgres.js (not installed) builds its connection errors this way (src/errors.js `connection()`).
 const postgresJs = (code: string) =>

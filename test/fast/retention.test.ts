@@ -1,6 +1,9 @@
 // The retention tick (src/app/push/prune-pushes.ts, PUSH_RETENTION_DAYS): it deletes old pushed and
 // dead pushes in bounded batches, and never a push that is open (queued, failed, awaiting a connection),
 // leased, or settled within the retention. Off by default.
+
+import { createLogger } from '@honest-health/platform';
+import { createSecretBox } from '@honest-health/platform/crypto';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadAppConfig } from '../../src/app/config.js';
@@ -8,8 +11,6 @@ import { createOrganization } from '../../src/app/organizations.js';
 import { prunePushes } from '../../src/app/push/prune-pushes.js';
 import { appTicks, TICKS } from '../../src/app/ticks.js';
 import type { XeroClient } from '../../src/app/xero/client.js';
-import { createLogger } from '../../src/platform/util/log.js';
-import { createSecretBox } from '../../src/platform/util/secret-box.js';
 import { type InProcessApp, startInProcess } from '../support/in-process.js';
 import { TEST_TOKEN_KEY } from '../support/server.js';
 

@@ -1,12 +1,8 @@
-// The secret box (src/platform/util/secret-box.ts): AES-256-GCM over WebCrypto for tokens stored at rest,
+// The secret box (packages/platform/src/util/secret-box.ts): AES-256-GCM over WebCrypto for tokens stored at rest,
 // bound to their place by associated data, each ciphertext naming its key so keys can rotate.
 import { createHash } from 'node:crypto';
+import { createSecretBox, generateKeyBase64, SecretBoxOpenError } from '@honest-health/platform/crypto';
 import { describe, expect, it } from 'vitest';
-import {
-  createSecretBox,
-  generateKeyBase64,
-  SecretBoxOpenError,
-} from '../../src/platform/util/secret-box.js';
 
 const KEY = Buffer.alloc(32, 7).toString('base64');
 

@@ -1,10 +1,11 @@
 // Tick health's pure parts: the judgement over recorded runs, the error code a run records, and the
 // settings. The same describe in test/tick-health.test.ts keeps what needs Postgres and sockets.
+
+import { heartbeatUrlFor, redactHeartbeatUrl } from '@honest-health/platform/internal/jobs/heartbeats';
+import { evaluateTickHealth } from '@honest-health/platform/internal/jobs/tick-health';
+import { loadTickHealthConfig } from '@honest-health/platform/internal/jobs/tick-health-config';
+import { tickErrorCode } from '@honest-health/platform/internal/jobs/tick-health-store';
 import { describe, expect, it } from 'vitest';
-import { heartbeatUrlFor, redactHeartbeatUrl } from '../../src/platform/jobs/heartbeats.js';
-import { evaluateTickHealth } from '../../src/platform/jobs/tick-health.js';
-import { loadTickHealthConfig } from '../../src/platform/jobs/tick-health-config.js';
-import { tickErrorCode } from '../../src/platform/jobs/tick-health-store.js';
 import { HEARTBEAT_TEST_KEY } from '../support/heartbeat-sink.js';
 
 describe('tick health, in process', () => {

@@ -1,7 +1,7 @@
+import { validate } from '@honest-health/platform';
 import { describe, expect, it } from 'vitest';
 import { loadAppConfig } from '../../src/app/config.js';
 import { fieldErrors, invoiceInput } from '../../src/app/invoices/input.js';
-import { validate } from '../../src/platform/util/validate.js';
 
 // The schemas are zod/mini, which has no messages of its own ("Invalid input"): these pin the
 // messages clients and operators saw with classic zod. No other module is imported that could load

@@ -3,7 +3,7 @@
 // itself: monitorEventLoopDelay in per-iteration mode samples once per turn and "does not keep the
 // loop alive or force additional iterations" (perf_hooks docs). Prints one JSON line.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { createPromRegistry } from '../../src/platform/metrics/prom-registry.js';
+import { createPromRegistry } from '@honest-health/platform/internal/metrics/prom-registry';
 
 const WINDOW_MS = 1000;
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));

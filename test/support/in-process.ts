@@ -1,20 +1,20 @@
 // The app in process, on PGlite: the module's routes inside the platform's HTTP shell, served the way
-// the process lifecycle serves them (src/platform/lifecycle/process.ts, "bind listener"), but called
+// the process lifecycle serves them (packages/platform/src/lifecycle/process.ts, "bind listener"), but called
 // with `shell.request()` instead of through a socket. No child process, no cluster, no network. The
-// database is the embedded driver (src/platform/db/drivers/pglite.ts) on a data directory of its own.
+// database is the embedded driver (packages/platform/src/db/drivers/pglite.ts) on a data directory of its own.
+
+import type { DatabaseDriver } from '@honest-health/platform';
+import { createLogger, type Logger, loadConfig } from '@honest-health/platform';
+import type { DatabaseHandle } from '@honest-health/platform/db';
+import { migrate } from '@honest-health/platform/db';
+import { ReadinessGate } from '@honest-health/platform/internal/http/gate';
+import { createShell, type ServedScope } from '@honest-health/platform/internal/http/shell';
+import { createDatabases } from '@honest-health/platform/internal/lifecycle/databases';
+import { disabledErrorTracker } from '@honest-health/platform/internal/util/error-tracking';
+import { noTelemetry } from '@honest-health/platform/internal/util/telemetry';
+import { openDriver } from '../../src/app/databases.js';
 import { honestHealth } from '../../src/app/module.js';
 import { honestHealthProcess } from '../../src/app/process-module.js';
-import { createDriver } from '../../src/platform/db/driver.js';
-import type { DatabaseHandle } from '../../src/platform/db/handle.js';
-import { migrate } from '../../src/platform/db/migrate.js';
-import type { DatabaseDriver } from '../../src/platform/db/types.js';
-import { ReadinessGate } from '../../src/platform/http/gate.js';
-import { createShell, type ServedScope } from '../../src/platform/http/shell.js';
-import { createDatabases } from '../../src/platform/lifecycle/databases.js';
-import { loadConfig } from '../../src/platform/util/config.js';
-import { disabledErrorTracker } from '../../src/platform/util/error-tracking.js';
-import { createLogger, type Logger } from '../../src/platform/util/log.js';
-import { noTelemetry } from '../../src/platform/util/telemetry.js';
 import { freshPgliteDir } from './pglite-template.js';
 import { TEST_LIMITS, TEST_TOKEN_KEY } from './server.js';
 
@@ -56,7 +56,7 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
   const instanceId = 'fast-layer';
   const app = await honestHealth.create(appConfig, { lifecycle: 'process', instanceId, log, embedded: true });
 
-  const driver = options.driver ?? createDriver(config, log);
+  const driver = options.driver ?? openDriver(config, log);
   const databases = createDatabases(driver, {
     log,
     telemetry: noTelemetry,

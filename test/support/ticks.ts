@@ -1,21 +1,19 @@
+import type { Database } from '@honest-health/platform';
+import { createLogger, type Logger, loadConfig } from '@honest-health/platform';
+import { createSecretBox, type SecretBox } from '@honest-health/platform/crypto';
+import { DatabaseHandle, migrate } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { chooseConnection } from '../../src/app/connections/choose.js';
 import { saveGrant } from '../../src/app/connections/grants.js';
 import type { RefreshTickDeps } from '../../src/app/connections/refresh-tokens.js';
+import { openDriver } from '../../src/app/databases.js';
 import { migrations } from '../../src/app/migrations.gen.js';
 import { createOrganization } from '../../src/app/organizations.js';
 import { XERO_BUDGET } from '../../src/app/push/budget.js';
 import type { PushTickDeps } from '../../src/app/push/tick.js';
 import { authEventIdOf, createXeroClient } from '../../src/app/xero/client.js';
-import { createDriver } from '../../src/platform/db/driver.js';
-import { DatabaseHandle } from '../../src/platform/db/handle.js';
-import { migrate } from '../../src/platform/db/migrate.js';
-import type { Database } from '../../src/platform/db/types.js';
-import { loadConfig } from '../../src/platform/util/config.js';
-import { createLogger, type Logger } from '../../src/platform/util/log.js';
-import { createSecretBox, type SecretBox } from '../../src/platform/util/secret-box.js';
 import type { startXeroSandbox } from '../../tools/xero-sandbox/server.js';
 import { TEST_TOKEN_KEY } from './server.js';
 
@@ -33,7 +31,7 @@ export function captureLog(): LogCapture {
 
 /** A migrated database behind a real DatabaseHandle, as the server holds it. */
 export async function openDatabase(url: string, log: Logger): Promise<DatabaseHandle> {
-  const driver = createDriver(loadConfig({ DATABASE_URL: url }), log);
+  const driver = openDriver(loadConfig({ DATABASE_URL: url }), log);
   await driver.ready();
   const handle = new DatabaseHandle(driver, 'app', log);
   await migrate(handle.pool, migrations, log);

@@ -1,5 +1,5 @@
+import type { Database } from '@honest-health/platform';
 import { and, eq, sql } from 'drizzle-orm';
-import type { Database } from '../../platform/db/types.js';
 import { organizations, xeroConnections, xeroGrants } from '../schema.js';
 
 // The organization chooses the books its invoices go to (issue 20): a connection starts unchosen and

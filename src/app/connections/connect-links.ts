@@ -1,7 +1,7 @@
+import type { Database } from '@honest-health/platform';
+import { interval } from '@honest-health/platform';
+import { sha256Hex } from '@honest-health/platform/crypto';
 import { sql } from 'drizzle-orm';
-import { interval } from '../../platform/db/interval.js';
-import type { Database } from '../../platform/db/types.js';
-import { sha256Hex } from '../../platform/util/sha256.js';
 import { rowsOf } from '../push/rows.js';
 import { randomToken } from './oauth-state.js';
 

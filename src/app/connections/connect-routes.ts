@@ -1,7 +1,7 @@
+import type { Logger } from '@honest-health/platform';
+import type { SecretBox } from '@honest-health/platform/crypto';
 import { type Context, Hono } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
-import type { Logger } from '../../platform/util/log.js';
-import type { SecretBox } from '../../platform/util/secret-box.js';
 import type { AuthEnv } from '../auth.js';
 import type { XeroConfig } from '../config.js';
 import { ApiError, errorBody } from '../errors.js';

@@ -1,6 +1,6 @@
+import type { Database } from '@honest-health/platform';
+import type { SecretBox } from '@honest-health/platform/crypto';
 import { inArray, sql } from 'drizzle-orm';
-import type { Database } from '../../platform/db/types.js';
-import type { SecretBox } from '../../platform/util/secret-box.js';
 import { xeroGrants } from '../schema.js';
 import type { TokenSet, XeroTenant } from '../xero/client.js';
 

@@ -1,9 +1,8 @@
+import type { Database } from '@honest-health/platform';
+import { interval } from '@honest-health/platform';
+import type { SecretBox } from '@honest-health/platform/crypto';
+import { encodeBase64Url, sha256Hex } from '@honest-health/platform/crypto';
 import { sql } from 'drizzle-orm';
-import { interval } from '../../platform/db/interval.js';
-import type { Database } from '../../platform/db/types.js';
-import { encodeBase64Url } from '../../platform/util/base64.js';
-import type { SecretBox } from '../../platform/util/secret-box.js';
-import { sha256Hex } from '../../platform/util/sha256.js';
 import { rowsOf } from '../push/rows.js';
 
 /** How long a flow may take from opening the link to the callback. */

@@ -1,9 +1,7 @@
+import type { Database, Logger } from '@honest-health/platform';
+import { interval, poisonReason } from '@honest-health/platform';
+import { type SecretBox, SecretBoxOpenError } from '@honest-health/platform/crypto';
 import { and, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
-import { interval } from '../../platform/db/interval.js';
-import { poisonReason } from '../../platform/db/poison.js';
-import type { Database } from '../../platform/db/types.js';
-import type { Logger } from '../../platform/util/log.js';
-import { type SecretBox, SecretBoxOpenError } from '../../platform/util/secret-box.js';
 import { xeroConnections, xeroGrants } from '../schema.js';
 import type { XeroClient } from '../xero/client.js';
 import { tokenContext } from './grants.js';

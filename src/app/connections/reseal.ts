@@ -1,6 +1,6 @@
+import type { Database } from '@honest-health/platform';
+import type { SecretBox } from '@honest-health/platform/crypto';
 import { and, asc, eq, gt, isNull } from 'drizzle-orm';
-import type { Database } from '../../platform/db/types.js';
-import type { SecretBox } from '../../platform/util/secret-box.js';
 import { xeroGrants } from '../schema.js';
 import { tokenContext } from './grants.js';
 

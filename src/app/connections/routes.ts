@@ -1,9 +1,9 @@
+import type { Logger } from '@honest-health/platform';
+import { validate } from '@honest-health/platform';
+import type { SecretBox } from '@honest-health/platform/crypto';
 import { and, eq, sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { uuid } from 'zod/mini';
-import type { Logger } from '../../platform/util/log.js';
-import type { SecretBox } from '../../platform/util/secret-box.js';
-import { validate } from '../../platform/util/validate.js';
 import type { AuthEnv } from '../auth.js';
 import { ApiError, errorBody } from '../errors.js';
 import { xeroConnections, xeroGrants } from '../schema.js';

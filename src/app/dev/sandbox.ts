@@ -5,13 +5,10 @@
 // entries for those import this module; src/runtime/worker.ts imports src/app/module.ts, so tools/
 // never enters the Workers bundle.
 
+import type { AppIndex, Database, Env, Logger, ProcessAppModule } from '@honest-health/platform';
+import type { SecretBox } from '@honest-health/platform/crypto';
 import { createXeroSandbox, type XeroSandbox } from '../../../tools/xero-sandbox/app.js';
 import { IN_PROCESS_ORIGIN, inProcessFetch } from '../../../tools/xero-sandbox/in-process.js';
-import type { Database } from '../../platform/db/types.js';
-import type { AppIndex, ProcessAppModule } from '../../platform/http/module.js';
-import type { Env } from '../../platform/util/config.js';
-import type { Logger } from '../../platform/util/log.js';
-import type { SecretBox } from '../../platform/util/secret-box.js';
 import type { AuthEnv } from '../auth.js';
 import type { AppConfig } from '../config.js';
 import { chooseConnection } from '../connections/choose.js';

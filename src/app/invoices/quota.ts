@@ -1,4 +1,4 @@
-import type { Database } from '../../platform/db/types.js';
+import type { Database } from '@honest-health/platform';
 import { countPending } from './store.js';
 
 /** How old a count may be before the next POST counts again. */

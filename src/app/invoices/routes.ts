@@ -1,7 +1,7 @@
+import { validate } from '@honest-health/platform';
+import { sha256Hex } from '@honest-health/platform/crypto';
 import { Hono } from 'hono';
 import { coerce, int, maximum, minimum, optional, strictObject, string, uuid, enum as zenum } from 'zod/mini';
-import { sha256Hex } from '../../platform/util/sha256.js';
-import { validate } from '../../platform/util/validate.js';
 import type { AuthEnv } from '../auth.js';
 import { limitBodySize } from '../body-size.js';
 import { ApiError, errorBody } from '../errors.js';

@@ -1,7 +1,11 @@
+import type { Database } from '@honest-health/platform';
+import {
+  errorCode,
+  forbidNamedStatements,
+  NAMED_STATEMENT_LOST,
+  statementName,
+} from '@honest-health/platform';
 import { and, desc, eq, sql } from 'drizzle-orm';
-import { forbidNamedStatements, NAMED_STATEMENT_LOST, statementName } from '../../platform/db/statements.js';
-import type { Database } from '../../platform/db/types.js';
-import { errorCode } from '../../platform/util/error-chain.js';
 import { rowsOf } from '../push/rows.js';
 import { invoicePushes, organizations, type PushStatus, xeroConnections } from '../schema.js';
 import type { InvoiceInput } from './input.js';

@@ -1,7 +1,6 @@
+import type { AppMetricsContext, GaugeRegistry } from '@honest-health/platform';
+import { withTimeout } from '@honest-health/platform';
 import { count } from 'drizzle-orm';
-import type { AppMetricsContext } from '../../platform/http/module.js';
-import type { GaugeRegistry } from '../../platform/metrics/registry.js';
-import { withTimeout } from '../../platform/util/timeout.js';
 import { invoicePushes, PUSH_STATUSES } from '../schema.js';
 
 /**

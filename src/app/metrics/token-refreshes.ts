@@ -1,4 +1,4 @@
-import type { MetricsRegistry } from '../../platform/metrics/registry.js';
+import type { MetricsRegistry } from '@honest-health/platform';
 import type { RefreshTickResult } from '../connections/refresh-tokens.js';
 
 const OUTCOMES = {

@@ -1,6 +1,6 @@
+import type { Database } from '@honest-health/platform';
+import { interval } from '@honest-health/platform';
 import { type SQL, sql } from 'drizzle-orm';
-import { interval } from '../../platform/db/interval.js';
-import type { Database } from '../../platform/db/types.js';
 import { type SubWindows, subWindows, type XeroBudget } from './budget.js';
 import { rowsOf } from './rows.js';
 import { slotsAdd, slotsHeld, windowAdd, windowUsed } from './window-sql.js';

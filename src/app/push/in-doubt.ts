@@ -1,5 +1,5 @@
+import type { Database } from '@honest-health/platform';
 import { sql } from 'drizzle-orm';
-import type { Database } from '../../platform/db/types.js';
 import { rowsOf } from './rows.js';
 
 /**

@@ -1,5 +1,5 @@
+import type { Database } from '@honest-health/platform';
 import { type SQL, sql } from 'drizzle-orm';
-import type { Database } from '../../platform/db/types.js';
 import { subWindows, type XeroBudget } from './budget.js';
 import { subWindowAt } from './claim.js';
 

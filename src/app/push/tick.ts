@@ -1,7 +1,6 @@
-import { poisonReason } from '../../platform/db/poison.js';
-import type { Database } from '../../platform/db/types.js';
-import type { Logger } from '../../platform/util/log.js';
-import type { SecretBox } from '../../platform/util/secret-box.js';
+import type { Database, Logger } from '@honest-health/platform';
+import { poisonReason } from '@honest-health/platform';
+import type { SecretBox } from '@honest-health/platform/crypto';
 import { AccessTokenCache, accessTokens } from '../connections/grants.js';
 import { type StoredInvoice, toXeroInvoice } from '../invoices/xero-payload.js';
 import { idempotencyKeyOf, type XeroClient } from '../xero/client.js';

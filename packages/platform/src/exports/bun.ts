@@ -1,0 +1,2 @@
+export type { ProcessOptions } from '../lifecycle/process.js';
+export { runOnBun } from '../runtimes/bun.js';

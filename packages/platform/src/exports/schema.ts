@@ -1,0 +1,3 @@
+// The platform's own tables, as Drizzle schema.
+export * from '../db/heartbeat.js';
+export * from '../jobs/tick-health-table.js';

@@ -1,0 +1,6 @@
+export {
+  createIsolateHandlers,
+  type ExecutionContextLike,
+  type IsolateOptions,
+} from '../lifecycle/isolate.js';
+export type { Bindings, IsolateDatabase } from '../lifecycle/isolate-database.js';

@@ -1,0 +1,420 @@
+import type { Hono } from 'hono';
+import { asHyperdriveBinding } from '../db/drivers/hyperdrive-binding.js';
+import { FailoverEpisodes } from '../db/episode.js';
+import type { DatabaseHandle } from '../db/handle.js';
+import { schemaState } from '../db/migrate.js';
+import { poisonReason } from '../db/poison.js';
+import { errorBody } from '../http/error-body.js';
+import { ReadinessGate } from '../http/gate.js';
+import { isProbeMethod, LIVENESS_PATHS, liveResponse, methodNotAllowed } from '../http/health.js';
+import type { AppEnv, AppInstance, AppModule } from '../http/module.js';
+import { requestIdFrom } from '../http/request-telemetry.js';
+import { createShell, type ServedScope, type ShellEnv } from '../http/shell.js';
+import { observeTickHealth } from '../http/tick-gauges.js';
+import { createTickRunner, type TickRunner } from '../jobs/tick.js';
+import type { MonitoredTick, TickHealthPolicy } from '../jobs/tick-health.js';
+import { loadTickHealthConfig, type TickHealthConfig } from '../jobs/tick-health-config.js';
+import { readTickHealth } from '../jobs/tick-health-store.js';
+import { intervalMonitorConfig, TickMonitor } from '../jobs/tick-monitor.js';
+import { observeDatabase } from '../metrics/db-gauges.js';
+import { createGaugeRegistry } from '../metrics/gauges.js';
+import { createScrapeCache } from '../metrics/scrape-cache.js';
+import { loadTelemetryConfig } from '../telemetry/config.js';
+import { type Config, ConfigError, type Env, loadAll, loadConfig } from '../util/config.js';
+import { errorCode } from '../util/error-chain.js';
+import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../util/error-tracking.js';
+import { resolveIdentity } from '../util/identity.js';
+import { createLogger, type Logger } from '../util/log.js';
+import { withLogContext } from '../util/log-context.js';
+import { noTelemetry } from '../util/telemetry.js';
+import { withTimeout } from '../util/timeout.js';
+import { createDatabases, type Databases } from './databases.js';
+import { FollowUpRuns } from './follow-up-runs.js';
+import { bootCauseOf, IsolateBootError, RetryingBoot } from './isolate-boot.js';
+import type { Bindings, IsolateDatabase } from './isolate-database.js';
+
+// The isolate lifecycle (Cloudflare Workers; ARCHITECTURE.md, "Workers"). There is no process to boot:
+// an isolate's first request builds the app once (configuration, the app module, the HTTP shell, the
+// tick runner) and checks what the runtime permits (the schema, the app's indexes). Migrations run
+// from the deploy command. One boot runs at a time: concurrent first requests await the same one
+// (workerd resolves a promise across request contexts: "Implement cross-request context promise
+// resolve handling", workerd's crossContextResolveWorks test). A failed boot is retried after a
+// back-off, and readiness says why it failed until a retry succeeds.
+// An I/O object belongs to the request that made it, so the database handles (and the write probe that
+// holds them) are made per request or cron invocation and closed through waitUntil.
+
+export interface ExecutionContextLike {
+  waitUntil(promise: Promise<unknown>): void;
+}
+
+// Every isolate and cron invocation records its runs under one name: on Workers the cron trigger, not
+// an isolate, is what runs a tick, and isolates come and go between invocations.
+const WORKER_INSTANCE = 'worker';
+
+/** Built once per isolate, at its first boot. */
+interface Isolate<E extends AppEnv> {
+  config: Config;
+  /** Chosen at the first boot from the bindings; a Worker's bindings do not change under an isolate. */
+  database: IsolateDatabase;
+  log: Logger;
+  errors: ErrorTracker;
+  app: AppInstance<E>;
+  shell: Hono<ShellEnv>;
+  runTick: TickRunner;
+  episodes: FailoverEpisodes;
+  ticks: MonitoredTick[];
+  tickHealth: TickHealthConfig;
+  /** No startedAtMs: an isolate's start says nothing about whether the cron fires. */
+  tickPolicy: TickHealthPolicy;
+}
+
+export interface IsolateOptions {
+  /** The databases this bundle can reach, in order of precedence (isolate-database.ts). */
+  databases: readonly IsolateDatabase[];
+}
+
+/**
+ * The Worker's `fetch` and `scheduled` handlers for an app module: one build per isolate, a
+ * single-flight boot that checks the schema and loads the app's indexes (retried with back-off), a
+ * database per request or cron run, and the app's ticks on the cron trigger.
+ *
+ * @example
+ * ```ts
+ * import { neonIsolateDatabase } from '@honest-health/platform/drivers/neon';
+ * import { createIsolateHandlers } from '@honest-health/platform/worker';
+ *
+ * const { fetch, scheduled } = createIsolateHandlers(app, { databases: [neonIsolateDatabase] });
+ * export default { fetch, scheduled };
+ * ```
+ */
+export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, E>, options: IsolateOptions) {
+  const gate = new ReadinessGate();
+  let isolate: Isolate<E> | undefined;
+  const boots = new RetryingBoot();
+  // When each app index last loaded (claimed before the load, so concurrent requests refresh once).
+  const indexesLoadedAt = new Map<string, number>();
+  const identity = resolveIdentity(module.identity);
+  const followUps = new FollowUpRuns();
+
+  const invocation = async (
+    iso: Pick<Isolate<E>, 'config' | 'database' | 'log' | 'episodes'>,
+    bindings: Bindings,
+  ): Promise<Databases> => {
+    const driver = iso.database.createDriver(iso.config, bindings, iso.log);
+    await driver.ready();
+    // Handles live per request, the failover episode per isolate: it damps and counts across requests.
+    return createDatabases(driver, {
+      log: iso.log,
+      telemetry: noTelemetry,
+      probeTimeoutMs: iso.config.probeTimeoutMs,
+      instanceId: WORKER_INSTANCE,
+      episodes: iso.episodes,
+    });
+  };
+
+  const build = async (bindings: Bindings): Promise<Isolate<E>> => {
+    const env = stringBindings(bindings);
+    const chosen = chooseDatabase(options.databases, bindings);
+    const [config, appConfig, tickHealth] = loadAll<[Config, C, TickHealthConfig]>(
+      () => loadConfig({ ...chosen.found.defaults, ...env, ...chosen.found.overrides }),
+      () => module.loadConfig(env),
+      () => loadTickHealthConfig(env, module.tickNames),
+    );
+    const log = createLogger(config.logLevel, {}, undefined, poisonReason);
+    const { database } = chosen;
+    log.info('isolate database', { database: database.name });
+    if (database.name !== 'hyperdrive' && Object.values(bindings).some((b) => asHyperdriveBinding(b))) {
+      log.warn('a Hyperdrive binding is bound, but this bundle reaches the database through DATABASE_URL', {
+        database: database.name,
+      });
+    }
+    const errors = config.sentryDsn
+      ? await createErrorTracker(config.sentryDsn).catch(() => disabledErrorTracker)
+      : disabledErrorTracker;
+    const telemetry = loadTelemetryConfig(env, identity);
+    for (const problem of tickHealth.warnings) log.warn('tick heartbeat misconfigured', { problem });
+    if (telemetry.tracesEndpoint) {
+      log.warn('OTEL_EXPORTER_OTLP_ENDPOINT is not used on Workers: enable Workers tracing in wrangler.toml');
+    }
+    const app = await module.create(appConfig, {
+      lifecycle: 'isolate',
+      instanceId: WORKER_INSTANCE,
+      log,
+      embedded: false,
+    });
+    const ticks = app.ticks.map(({ name, intervalMs }) => ({ name, intervalMs }));
+    const tickPolicy = tickHealth.policy;
+    // Per isolate, so the scrapes an isolate serves share their database readings.
+    const scrapeCache = createScrapeCache();
+    // A Worker is public on its route and has no second port: METRICS_TOKEN is the only guard. Without
+    // it the internal endpoints are not served (404), unless METRICS_PUBLIC=true asks for them open.
+    const internalServed = telemetry.metricsToken !== undefined || env.METRICS_PUBLIC === 'true';
+    if (!internalServed) {
+      log.warn('/metrics and /healthz/ticks are off: set METRICS_TOKEN (or METRICS_PUBLIC=true)');
+    }
+    const shell = createShell({
+      app,
+      gate,
+      log,
+      errors,
+      telemetry: noTelemetry,
+      internalEndpoints: internalServed ? 'here' : 'elsewhere',
+      metrics: {
+        token: telemetry.metricsToken,
+        render: (scope) => {
+          // The gauges that mean something without a long-lived process, read through this request.
+          const gauges = createGaugeRegistry((metric, err) =>
+            log.warn('metrics collector failed', { metric, err }),
+          );
+          observeDatabase(gauges, scope.writeProbe, identity.metricPrefix);
+          app.metrics?.gauges?.(gauges, {
+            database: scope.database,
+            cache: scrapeCache,
+            timeoutMs: config.probeTimeoutMs,
+          });
+          observeTickHealth(gauges, identity.metricPrefix, ticks, tickPolicy, () =>
+            scrapeCache('tick health', () =>
+              withTimeout(readTickHealth(scope.database.pool), config.probeTimeoutMs, 'tick health'),
+            ),
+          );
+          return gauges.render();
+        },
+      },
+      tickHealth: {
+        ticks,
+        policy: tickPolicy,
+        token: telemetry.metricsToken,
+        timeoutMs: config.probeTimeoutMs,
+        log,
+      },
+    });
+    return {
+      config,
+      database,
+      log,
+      errors,
+      app,
+      shell,
+      runTick: createTickRunner(log, errors),
+      episodes: new FailoverEpisodes(log),
+      ticks,
+      tickHealth,
+      tickPolicy,
+    };
+  };
+
+  // What readiness needs before the isolate serves: the schema the bundle expects, and the app's indexes.
+  const check = async (iso: Isolate<E>, bindings: Bindings): Promise<void> => {
+    let inv: Databases;
+    try {
+      inv = await withTimeout(invocation(iso, bindings), iso.config.probeTimeoutMs, 'connecting');
+    } catch (err) {
+      throw bootCauseOf(err);
+    }
+    try {
+      const schema = await withTimeout(
+        schemaState(inv.appDatabase.pool, module.latestMigrationAt),
+        iso.config.probeTimeoutMs,
+        'checking the schema',
+      ).catch((err: unknown) => {
+        throw bootCauseOf(err);
+      });
+      if (schema.status !== 'current') {
+        throw new IsolateBootError(
+          schema.status === 'behind' ? 'schema_behind' : 'schema_ahead',
+          `the database schema is ${schema.status} the bundled migrations (run npm run db:migrate)`,
+        );
+      }
+      for (const index of iso.app.indexes) {
+        await index.load(inv.appDatabase.db).catch((err: unknown) => {
+          throw bootCauseOf(err);
+        });
+        indexesLoadedAt.set(index.name, Date.now());
+      }
+    } finally {
+      await inv.close();
+    }
+  };
+
+  const boot = async (bindings: Bindings): Promise<Isolate<E> | undefined> => {
+    const booted = await boots.run(
+      async () => {
+        if (!isolate) {
+          isolate = await build(bindings).catch((err: unknown) => {
+            throw new IsolateBootError('configuration', err instanceof Error ? err.message : String(err), {
+              cause: err,
+            });
+          });
+        }
+        await check(isolate, bindings);
+        gate.open();
+        isolate.log.info('isolate booted', { attempt: boots.attempts });
+      },
+      (err, retryInMs) => {
+        gate.fail();
+        (isolate?.log ?? createLogger('info', {}, undefined, poisonReason)).error('isolate boot failed', {
+          err,
+          cause: err.bootCause,
+          retry_in_ms: retryInMs,
+        });
+      },
+    );
+    return booted ? isolate : undefined;
+  };
+
+  const tickMonitor = (iso: Isolate<E>, database: DatabaseHandle, cron?: string) =>
+    new TickMonitor({
+      database,
+      instanceId: WORKER_INSTANCE,
+      log: iso.log,
+      errors: iso.errors,
+      heartbeats: iso.tickHealth.heartbeats,
+      monitorConfig: (tick) =>
+        intervalMonitorConfig(
+          iso.ticks.find((t) => t.name === tick)?.intervalMs ?? 60_000,
+          iso.tickPolicy.intervals,
+          iso.tickPolicy.failures,
+          cron ? { type: 'crontab', value: cron } : undefined,
+        ),
+      timeoutMs: iso.config.probeTimeoutMs,
+    });
+
+  const notBooted = (path: string): Response => {
+    const failure = boots.failure;
+    const cause = failure?.cause;
+    if (path === '/readyz') {
+      return Response.json(
+        {
+          status: 'unavailable',
+          checks: {
+            boot: gate.state,
+            database: cause === 'configuration' ? 'not_checked' : (cause ?? 'unreachable'),
+          },
+        },
+        { status: 503, headers: { 'cache-control': 'no-store' } },
+      );
+    }
+    return Response.json(errorBody('not_ready', 'the service failed to start; retry shortly'), {
+      status: 503,
+      headers: {
+        'retry-after': String(Math.ceil(((failure?.retryAt ?? Date.now()) - Date.now()) / 1000) || 1),
+      },
+    });
+  };
+
+  const serve = async (
+    request: Request,
+    bindings: Bindings,
+    ctx: ExecutionContextLike,
+  ): Promise<Response> => {
+    const iso = await boot(bindings);
+    if (!iso) return notBooted(new URL(request.url).pathname);
+    const inv = await invocation(iso, bindings);
+    const background: Promise<unknown>[] = [];
+    let monitor: TickMonitor | undefined;
+    const scope: ServedScope = {
+      database: inv.appDatabase,
+      probeDatabase: inv.probeDatabase,
+      writeProbe: inv.writeProbe,
+      schedule: (name) => {
+        const tick = iso.app.ticks.find((t) => t.name === name);
+        if (!tick) return;
+        monitor ??= tickMonitor(iso, inv.appDatabase);
+        const target = { database: inv.appDatabase, monitor };
+        background.push(followUps.schedule(tick.name, () => iso.runTick(tick.name, tick.run, target)));
+      },
+    };
+    try {
+      // A failed refresh keeps the index it had (readiness and the request itself report the database).
+      const due = iso.app.indexes.filter(
+        (index) =>
+          index.refreshMs !== undefined &&
+          Date.now() - (indexesLoadedAt.get(index.name) ?? 0) > index.refreshMs,
+      );
+      if (due.length > 0) {
+        for (const index of due) indexesLoadedAt.set(index.name, Date.now());
+        for (const index of due) {
+          await index
+            .load(inv.appDatabase.db)
+            .catch((err: unknown) =>
+              iso.log.warn(`${index.name} refresh failed`, { reason: errorCode(err) ?? 'error' }),
+            );
+        }
+      }
+      return await iso.shell.fetch(request, scope);
+    } finally {
+      ctx.waitUntil(
+        Promise.allSettled(background)
+          .then(() => monitor?.idle())
+          .then(() => inv.close())
+          .then(() => iso.errors.flush(2000)),
+      );
+    }
+  };
+
+  // Every answer, the Worker's own included, carries the request id its log lines carry.
+  const fetch = async (
+    request: Request,
+    bindings: Bindings,
+    ctx: ExecutionContextLike,
+  ): Promise<Response> => {
+    // Liveness first, as on Node and Bun: no id, no context, no boot.
+    const path = new URL(request.url).pathname;
+    const liveness = LIVENESS_PATHS.has(path);
+    if (liveness && isProbeMethod(request.method)) return liveResponse(request.method);
+    const requestId = requestIdFrom(request.headers);
+    return withLogContext({ request_id: requestId }, async () => {
+      // A wrong method on liveness is answered without a boot, as liveness itself is.
+      const response = liveness ? methodNotAllowed() : await serve(request, bindings, ctx);
+      response.headers.set('x-request-id', requestId);
+      return response;
+    });
+  };
+
+  const scheduled = async (
+    controller: { cron?: string } | undefined,
+    bindings: Bindings,
+    ctx: ExecutionContextLike,
+  ): Promise<void> => {
+    const iso = await boot(bindings);
+    if (!iso || iso.app.ticks.length === 0) return;
+    const inv = await invocation(iso, bindings);
+    // Sentry's monitor gets the trigger's own crontab: the schedule a missed invocation is measured by.
+    const cron = typeof controller?.cron === 'string' && controller.cron ? controller.cron : undefined;
+    const monitor = tickMonitor(iso, inv.appDatabase, cron);
+    const work = (async () => {
+      // In the app's order (it lists token refresh first: a push with an expired token is only deferred).
+      for (const tick of iso.app.ticks) {
+        await iso.runTick(tick.name, tick.run, { database: inv.appDatabase, monitor }).catch(() => {});
+      }
+    })()
+      .finally(() => monitor.idle())
+      .finally(() => inv.close())
+      // Check-ins and crash reports are queued in the SDK: deliver them before the invocation ends.
+      .finally(() => iso.errors.flush(2000));
+    ctx.waitUntil(work);
+    await work;
+  };
+
+  return { fetch, scheduled };
+}
+
+/** The first database whose bindings are present. */
+function chooseDatabase(
+  databases: readonly IsolateDatabase[],
+  bindings: Bindings,
+): { database: IsolateDatabase; found: NonNullable<ReturnType<IsolateDatabase['detect']>> } {
+  for (const database of databases) {
+    const found = database.detect(bindings);
+    if (found) return { database, found };
+  }
+  const names = databases.map((d) => d.name).join(', ') || 'none';
+  throw new ConfigError([`no database binding for this Worker (it can reach: ${names})`]);
+}
+
+/** Worker bindings hold strings (vars, secrets) and objects (KV, ...); configuration reads the strings. */
+function stringBindings(bindings: Bindings): Env {
+  return Object.fromEntries(
+    Object.entries(bindings).filter((e): e is [string, string] => typeof e[1] === 'string'),
+  );
+}

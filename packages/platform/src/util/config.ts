@@ -1,0 +1,199 @@
+import {
+  _default,
+  object,
+  optional,
+  type output,
+  pipe,
+  refine,
+  string,
+  transform,
+  type ZodMiniType,
+  enum as zenum,
+} from 'zod/mini';
+import type { LogLevel } from './log.js';
+import { validate } from './validate.js';
+
+// Environment -> typed configuration. Every bad variable is reported in one message, and messages
+// never include the value: a mistyped DATABASE_URL still holds a password.
+
+export const DATABASE_DRIVERS = ['pglite', 'pg', 'neon-http', 'neon-ws'] as const;
+export type NetworkDriver = Exclude<(typeof DATABASE_DRIVERS)[number], 'pglite'>;
+
+export type DatabaseConfig =
+  | { driver: 'pglite'; dataDir: string }
+  | { driver: NetworkDriver; url: string; neonLocalProxy?: string };
+
+export interface Config {
+  port: number;
+  host: string;
+  database: DatabaseConfig;
+  poolMax: number;
+  poolMaxLifetimeSeconds: number;
+  probeTimeoutMs: number;
+  shutdownTimeoutMs: number;
+  shutdownDelayMs: number;
+  /** How long boot waits for the migration lock held elsewhere before failing. */
+  migrationLockTimeoutMs: number;
+  /** What sits between us and Postgres (pg driver): `auto` detects a transaction pooler at boot. */
+  databasePooler: DatabasePooler;
+  logLevel: LogLevel;
+  sentryDsn: string | undefined;
+}
+
+export const DATABASE_POOLERS = ['auto', 'session', 'transaction'] as const;
+export type DatabasePooler = (typeof DATABASE_POOLERS)[number];
+
+export const DEFAULT_PGLITE_DIR = '.data/pglite';
+/**
+ * HOST when unset: every interface, what a container needs, with a database server; loopback with the
+ * embedded database, which is for development on this machine (so `npm start` needs no guard on its
+ * internal endpoints: platform/http/internal-endpoints.ts).
+ */
+export const defaultBindHost = (databaseUrl: string | undefined) =>
+  databaseUrl === undefined || databaseUrl === '' || databaseUrl === 'memory://' ? '127.0.0.1' : '0.0.0.0';
+
+/** A whole number from `min` to `max` given as decimal digits, `fallback` when unset. */
+export const int = <F extends number | undefined>(min: number, max: number, fallback: F) =>
+  pipe(
+    optional(string()).check(
+      // abort: a bad number stops the object's cross-field checks, as classic zod's transform did.
+      refine((v) => v === undefined || isIntegerIn(v, min, max), {
+        message: `must be an integer from ${min} to ${max}`,
+        abort: true,
+      }),
+    ),
+    // Runs only when the check passed: a pipe stops at its first failing side.
+    transform((v: string | undefined): number | F => (v === undefined ? fallback : Number(v))),
+  );
+
+const isIntegerIn = (v: string, min: number, max: number) => {
+  const n = /^\d+$/.test(v) ? Number(v) : Number.NaN;
+  return Number.isSafeInteger(n) && n >= min && n <= max;
+};
+
+const isPostgresUrl = (v: string) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v);
+
+const databaseUrl = optional(string()).check(
+  refine((v) => v === undefined || v === 'memory://' || isPostgresUrl(v), {
+    message: 'must be unset, memory:// or a postgres:// URL',
+  }),
+);
+
+const localProxyUrl = optional(string()).check(
+  refine((v) => v === undefined || (/^https?:\/\//.test(v) && URL.canParse(v)), {
+    message: 'must be an http:// URL of the local Neon proxy',
+  }),
+);
+
+/** One of `values`, `fallback` when unset. */
+const oneOf = <const T extends readonly [string, ...string[]]>(values: T, fallback: T[number]) =>
+  _default(optional(zenum(values, { error: () => `must be one of ${values.join(', ')}` })), fallback);
+
+const envSchema = object({
+  PORT: int(0, 65535, 8080),
+  HOST: optional(string()),
+  DATABASE_URL: databaseUrl,
+  DATABASE_DRIVER: oneOf(['auto', ...DATABASE_DRIVERS], 'auto'),
+  NEON_LOCAL_PROXY: localProxyUrl,
+  POOL_MAX: int(1, 1000, 10),
+  POOL_MAX_LIFETIME_S: int(1, 86_400, 300),
+  PROBE_TIMEOUT_MS: int(50, 60_000, 2000),
+  SHUTDOWN_TIMEOUT_MS: int(0, 600_000, 25_000),
+  SHUTDOWN_DELAY_MS: int(0, 600_000, 0),
+  MIGRATION_LOCK_TIMEOUT_MS: int(0, 3_600_000, 120_000),
+  DATABASE_POOLER: oneOf(DATABASE_POOLERS, 'auto'),
+  LOG_LEVEL: oneOf(['debug', 'info', 'warn', 'error'], 'info'),
+  // A malformed DSN is not a configuration error: error tracking is advisory and its boot step warns.
+  SENTRY_DSN: optional(string()),
+});
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration: ${problems.join('; ')}`);
+  }
+}
+
+export type Env = Record<string, string | undefined>;
+
+/**
+ * Parses the environment with a zod object schema; every problem lands in one ConfigError, named by
+ * variable and never with its value.
+ *
+ * @example
+ * ```ts
+ * // shopSchema: a zod/mini object of the app's variables, each like int(1, 500, 50)
+ * export const loadShopConfig = (env: Env) => parseEnv(shopSchema, env);
+ * ```
+ */
+export function parseEnv<S extends ZodMiniType>(schema: S, env: Env): output<S> {
+  // An empty variable means unset: container platforms often export `FOO=` for absent values.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = validate(schema, present);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`));
+  }
+  return parsed.data;
+}
+
+/** Runs every loader and reports the problems of all of them together. */
+export function loadAll<T extends unknown[]>(...loaders: { [K in keyof T]: () => T[K] }): T {
+  const problems: string[] = [];
+  const results = loaders.map((load) => {
+    try {
+      return load();
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      problems.push(...err.problems);
+      return undefined;
+    }
+  });
+  if (problems.length > 0) throw new ConfigError(problems);
+  return results as T;
+}
+
+/**
+ * The platform's configuration (DATABASE_URL, PORT, POOL_MAX, PROBE_TIMEOUT_MS, ...): a lifecycle reads
+ * it at boot beside the app's; a tool reads it to open the same database.
+ *
+ * @example
+ * ```ts
+ * const config = loadConfig(process.env); // throws ConfigError naming every bad variable
+ * ```
+ */
+export function loadConfig(env: Env): Config {
+  const e = parseEnv(envSchema, env);
+  const database = databaseConfig(e.DATABASE_URL, e.DATABASE_DRIVER, e.NEON_LOCAL_PROXY);
+  if (typeof database === 'string') throw new ConfigError([database]);
+  return {
+    port: e.PORT,
+    host: e.HOST ?? defaultBindHost(e.DATABASE_URL),
+    database,
+    poolMax: e.POOL_MAX,
+    poolMaxLifetimeSeconds: e.POOL_MAX_LIFETIME_S,
+    probeTimeoutMs: e.PROBE_TIMEOUT_MS,
+    shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
+    migrationLockTimeoutMs: e.MIGRATION_LOCK_TIMEOUT_MS,
+    databasePooler: e.DATABASE_POOLER,
+    logLevel: e.LOG_LEVEL,
+    sentryDsn: e.SENTRY_DSN,
+  };
+}
+
+// auto: the embedded database without a URL, node-postgres with one (Workers choose Neon themselves).
+function databaseConfig(
+  url: string | undefined,
+  driver: 'auto' | DatabaseConfig['driver'],
+  neonLocalProxy: string | undefined,
+): DatabaseConfig | string {
+  const embedded = url === undefined || url === 'memory://';
+  if (driver === 'auto') driver = embedded ? 'pglite' : 'pg';
+  if (driver === 'pglite') {
+    return embedded
+      ? { driver, dataDir: url ?? DEFAULT_PGLITE_DIR }
+      : 'DATABASE_DRIVER pglite takes no postgres:// URL';
+  }
+  if (embedded) return `DATABASE_DRIVER ${driver} needs a postgres:// DATABASE_URL`;
+  return { driver, url, ...(neonLocalProxy ? { neonLocalProxy } : {}) };
+}

@@ -1,8 +1,0 @@
-import { createHash } from 'node:crypto';
-
-// node:crypto, not crypto.subtle: digest() is async and on Node runs on the libuv threadpool, two
-// round trips per API request for a few hundred bytes. createHash is synchronous and exists on all
-// three runtimes (Node, Bun, and Workers under the nodejs_compat flag that wrangler.toml sets).
-export function sha256Hex(text: string): string {
-  return createHash('sha256').update(text).digest('hex');
-}

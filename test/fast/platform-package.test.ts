@@ -1,0 +1,113 @@
+// The platform is a package of its own (packages/platform): it type-checks with its own tsconfig from a
+// copy with no app beside it, and every entry of its `exports` map resolves, for TypeScript (from that
+// copy), for esbuild (what tools/build.mjs and wrangler bundle with) and for Vite (vitest).
+import { execFileSync } from 'node:child_process';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { build } from 'esbuild';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { repoRoot } from '../support/server.js';
+
+const NAME = '@honest-health/platform';
+const PACKAGE_DIR = join(repoRoot, 'packages/platform');
+const manifest = JSON.parse(readFileSync(join(PACKAGE_DIR, 'package.json'), 'utf8')) as {
+  exports: Record<string, string>;
+  dependencies: Record<string, string>;
+  peerDependencies: Record<string, string>;
+};
+// Entries with a fixed name; `./internal/*` is a pattern, for this repository's tests.
+const entries = Object.entries(manifest.exports).filter(
+  ([key]) => !key.includes('*') && key !== './package.json',
+);
+const specifier = (key: string) => (key === '.' ? NAME : `${NAME}${key.slice(1)}`);
+const tsc = join(repoRoot, 'node_modules/.bin/tsc');
+
+let dir: string;
+beforeAll(() => {
+  // The package alone: a copy, and the installed dependencies, but no src/, test/ or tools/ of the app.
+  // The copy is what `@honest-health/platform` names in it.
+  dir = mkdtempSync(join(tmpdir(), 'platform-alone-'));
+  cpSync(PACKAGE_DIR, join(dir, 'platform'), { recursive: true });
+  mkdirSync(join(dir, 'node_modules/@honest-health'), { recursive: true });
+  for (const name of readdirSync(join(repoRoot, 'node_modules'))) {
+    if (name !== '@honest-health')
+      symlinkSync(join(repoRoot, 'node_modules', name), join(dir, 'node_modules', name));
+  }
+  symlinkSync(join(dir, 'platform'), join(dir, 'node_modules', NAME));
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const typeCheck = (project: string) => {
+  try {
+    execFileSync(tsc, ['-p', project], { encoding: 'utf8', stdio: 'pipe' });
+    return '';
+  } catch (err) {
+    return String((err as { stdout?: string }).stdout ?? err);
+  }
+};
+
+describe('the platform package', () => {
+  it('type-checks alone, with its own tsconfig, from a copy with no app beside it', () => {
+    expect(existsSync(join(dir, 'platform/tsconfig.json'))).toBe(true);
+    expect(typeCheck(join(dir, 'platform'))).toBe('');
+  });
+
+  it('names a file that exists for every entry of its exports map', () => {
+    expect(entries.map(([key]) => key)).toEqual(
+      expect.arrayContaining(['.', './node', './bun', './worker', './drivers/pg', './drivers/neon']),
+    );
+    for (const [, target] of entries) expect(existsSync(join(PACKAGE_DIR, target)), target).toBe(true);
+  });
+
+  it('resolves every entry by name for TypeScript, in a consumer of the copy', () => {
+    const consumer = join(dir, 'consumer');
+    mkdirSync(consumer);
+    const imports = entries.map(([key], i) => `import * as e${i} from '${specifier(key)}';\nvoid e${i};\n`);
+    writeFileSync(join(consumer, 'index.ts'), imports.join(''));
+    const base = JSON.parse(
+      readFileSync(join(PACKAGE_DIR, 'tsconfig.json'), 'utf8').replace(/^\s*\/\/.*$/gm, ''),
+    );
+    writeFileSync(join(consumer, 'tsconfig.json'), JSON.stringify({ ...base, include: ['index.ts'] }));
+    expect(typeCheck(consumer)).toBe('');
+  });
+
+  it('resolves every entry by name for esbuild (the Node build and wrangler)', async () => {
+    const deps = Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies });
+    const { metafile } = await build({
+      stdin: {
+        contents: entries
+          .map(([key]) => `export * as e${key.replace(/\W/g, '_')} from '${specifier(key)}';`)
+          .join('\n'),
+        resolveDir: repoRoot,
+        loader: 'ts',
+      },
+      bundle: true,
+      write: false,
+      metafile: true,
+      platform: 'node',
+      format: 'esm',
+      external: [...deps, ...deps.map((d) => `${d}/*`), 'cloudflare:*'],
+      logLevel: 'silent',
+    });
+    const inputs = Object.keys(metafile.inputs);
+    for (const [, target] of entries) expect(inputs).toContain(join('packages/platform', target));
+  });
+
+  it('resolves and loads every entry by name for Vite', async () => {
+    for (const [key] of entries) {
+      const loaded = (await import(/* @vite-ignore */ specifier(key))) as object;
+      expect(Object.keys(loaded).length, key).toBeGreaterThan(0);
+    }
+  });
+});
