@@ -3,15 +3,16 @@
 // POST /api/connections/{id}/default waits for it, and its binding of waiting pushes then sees it.
 // Without that lock the binding's snapshot misses the uncommitted insert, and the invoice waits for
 // a default the organization already has.
+
+import type { Database } from '@honest-health/platform';
+import type { SecretBox } from '@honest-health/platform/crypto';
+import type { DatabaseHandle } from '@honest-health/platform/db';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chooseConnection } from '../src/app/connections/choose.js';
 import type { InvoiceInput } from '../src/app/invoices/input.js';
 import { createPush } from '../src/app/invoices/store.js';
-import type { DatabaseHandle } from '../src/platform/db/handle.js';
-import type { Database } from '../src/platform/db/types.js';
-import type { SecretBox } from '../src/platform/util/secret-box.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';

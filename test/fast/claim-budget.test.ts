@@ -97,8 +97,7 @@ describe('the claim on the embedded database', () => {
     // Neither was ever served: the first by id takes the whole small batch (its room is 5).
     const first = await claim('replica-c', XERO_BUDGET, 4);
     expect(first.pushes).toHaveLength(4);
-    const [served, other] =
-      perConnection(first.pushes, a.connectionId) === 4 ? [a, b] : [b, a];
+    const [served, other] = perConnection(first.pushes, a.connectionId) === 4 ? [a, b] : [b, a];
     expect(perConnection(first.pushes, other.connectionId)).toBe(0);
     // The other was never served, so it goes first now, though the first still has room for 1.
     const second = await claim('replica-c', XERO_BUDGET, 4);
