@@ -47,8 +47,8 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
       sameSite: 'Lax',
     });
 
-  // The old entry answered a redirect whose state was bound to nothing but the organization: whoever
-  // followed it connected their own Xero organisation. Gone, with a pointer to its replacement.
+  // A start URL bound to nothing but the organization would let whoever follows it connect their own
+  // Xero organisation: the path answers 410 with a pointer to connect links.
   routes.get('/xero', () => {
     throw new ApiError(
       410,

@@ -16,7 +16,7 @@ export const tokenContext = (
  * Decrypted access tokens by grant and token_version, for the push tick. Every write of
  * access_token_enc bumps token_version (saveGrant below, the refresh tick's compare-and-set), so an
  * entry is never stale: a new version is a miss. Decrypting (AES-GCM through WebCrypto, plus the
- * base64) cost more CPU than everything else a push does, once per push; now it is once per version.
+ * base64) costs more CPU than everything else a push does, so it happens once per version, not per push.
  * The bound keeps a process with many grants from holding every token it ever saw.
  * `hits` and `misses` count lookups over the cache's life (the push tick logs them per run): a cache
  * rebuilt for every run shows as misses only.

@@ -113,7 +113,7 @@ function room(b: XeroBudget): SQL {
  *    has due and room for (at most its 5 in-flight slots, as the statement's snapshot shows them),
  *    until the batch is spent: a 10,000-push backlog takes 5 and waits its turn, a tenant whose slots
  *    are all held takes nothing from the others, and a claim writes one budget row per 5 pushes where
- *    tenants have backlogs (an even split wrote one per push);
+ *    tenants have backlogs, not one per push;
  * 4. grants each tenant what its own row allows (5 in flight, 60 a rolling minute, 5,000 a rolling
  *    day), computed by the UPDATE from the latest row version, so two replicas claiming at once
  *    cannot both spend the same room; a parked tenant (429 `day`) or a paused app (429 `appminute`)

@@ -25,7 +25,7 @@ export interface Settlement {
  * was taken by another replica is left to that replica. The owner travels as a column of each row, not
  * as one constant: compared with a constant, `lease_owner` (NULL in almost every row when statistics
  * were taken) looks like it matches one row, and the planner then rescans the whole unnest() once
- * per row it updates (3× slower at 200 rows, measured); as a join column it hashes them. The extra
+ * per row it updates; as a join column it hashes them. The extra
  * `p.id = ANY(...)` lets the planner find the rows by primary key instead of scanning the table.
  *
  * The same statement gives back the budget the claim took (BudgetGrant): each tenant's slots, and the

@@ -1,5 +1,5 @@
-// Why a pool is thrown away, as a value the log and the metrics read directly (they used to parse a
-// sentence back by its prefix). Logs still carry the sentence, in the words they always had.
+// Why a pool is thrown away, as a value the log and the metrics read directly rather than parse a
+// sentence back by its prefix. Logs carry the sentence too.
 
 /** What was running when it met a poisoned pool: a request, a tick, or other background work. */
 export type PoisonedWork = { source: 'request' } | { source: 'tick' | 'background'; name: string };

@@ -4,10 +4,9 @@ import { collectDefaultMetrics, type Registry } from 'prom-client';
 // prom-client's default process metrics, registered one module at a time so that the event-loop lag
 // can start late. Its monitor is perf_hooks.monitorEventLoopDelay at prom-client's 10 ms resolution:
 // a libuv timer that wakes the loop 100 times a second whether anyone reads it or not, "causing it to
-// run more than necessary and preventing it from idling" (nodejs/node#56064). That was nearly all the
-// CPU an idle server burned (8 ms/s against ~0 for bare Hono, `npm run bench:idle`). So the lag
-// metrics start at the first scrape: a server nobody scrapes pays nothing for them, a scraped one pays
-// what it did before, and from the second scrape on the figures are prom-client's own (docs/idle-cpu.md).
+// run more than necessary and preventing it from idling" (nodejs/node#56064), nearly all the CPU an
+// idle server burns (docs/idle-cpu.md). So the lag metrics start at the first scrape: a server nobody
+// scrapes pays nothing for them, and from the second scrape on the figures are prom-client's own.
 
 // Every module exports (registry, config) => void and lives at lib/metrics/<name>.js, the names being
 // the list collectDefaultMetrics itself runs (it already leaves out what this Node cannot report).

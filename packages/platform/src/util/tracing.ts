@@ -1,7 +1,7 @@
 // The tracing seam that shared code (requests, ticks, database queries) writes to. On Node and Bun the
 // OpenTelemetry SDK implements it (otel.ts, loaded only when an exporter is configured); elsewhere it is
-// the no-op below. Shared code never imports @opentelemetry/api itself: that alone is ~7 KiB gzipped,
-// more than the Worker bundle can spare, and Workers trace through Cloudflare's own tracing instead.
+// the no-op below. Shared code never imports @opentelemetry/api itself: the Worker bundle cannot spare
+// its size (docs/worker-bundle.md), and Workers trace through Cloudflare's own tracing instead.
 
 export type SpanKind = 'server' | 'client' | 'internal';
 
