@@ -20,6 +20,8 @@ export default defineConfig({
     maxWorkers: 2,
     pool: 'forks',
     projects: [
+      // The platform package's own tests (packages/platform/vitest.config.ts).
+      'packages/platform',
       {
         test: {
           name: 'fast',

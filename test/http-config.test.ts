@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { spawnServer } from './support/server.js';
 
-// The parsing itself is checked in test/fast/http-config.test.ts; this is the process failing boot.
+// The parsing itself is checked in packages/platform/test/http-config.test.ts; this is the process failing boot.
 describe('HTTP limits configuration', () => {
   it('fails boot with one line naming the bad variable', async () => {
     const server = await spawnServer({ env: { DATABASE_URL: 'memory://', HTTP_IDLE_TIMEOUT_MS: 'soon' } });

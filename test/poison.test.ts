@@ -1,7 +1,7 @@
 // isPoisoned/poisonReason against REAL error objects: each captured case was thrown (or emitted) by
 // a real driver talking to a real server (primary, standby, fault proxy, local Neon proxy, PGlite),
 // and its shape check records where that driver really puts the SQLSTATE or errno. The few cases we
-// cannot provoke here are hand-built in test/fast/poison.test.ts and say so in their names.
+// cannot provoke here are hand-built in packages/platform/test/poison.test.ts and say so in their names.
 import dns from 'node:dns';
 import { PGlite, messages as pgliteMessages } from '@electric-sql/pglite';
 import { isPoisoned, poisonReason } from '@honest-health/platform';

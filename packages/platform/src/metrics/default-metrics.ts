@@ -12,7 +12,7 @@ import { collectDefaultMetrics, type Registry } from 'prom-client';
 // the list collectDefaultMetrics itself runs (it already leaves out what this Node cannot report).
 // collectDefaultMetrics has no option to leave one out (prom-client 15: register, prefix, labels,
 // gcDurationBuckets, eventLoopMonitoringPrecision), hence the files. prom-client has no `exports` map,
-// so they resolve; it is pinned (15.1.3), test/fast/dependency-internals.test.ts fails the moment a
+// so they resolve; it is pinned (15.1.3), packages/platform/test/dependency-internals.test.ts fails the moment a
 // file is gone, and test/idle-cpu.test.ts checks that every default metric is still served.
 type DefaultMetric = (registry: Registry, config: DefaultMetricsConfig) => void;
 interface DefaultMetricsConfig {
@@ -24,7 +24,7 @@ const EVENT_LOOP_LAG = 'eventLoopLag';
 const CONFIG: DefaultMetricsConfig = { eventLoopMonitoringPrecision: 10 };
 
 const require = createRequire(import.meta.url);
-/** One of prom-client's default metric modules (exported for test/fast/dependency-internals.test.ts). */
+/** One of prom-client's default metric modules (exported for packages/platform/test/dependency-internals.test.ts). */
 export const loadDefaultMetric = (name: string) =>
   require(`prom-client/lib/metrics/${name}.js`) as DefaultMetric;
 const load = loadDefaultMetric;

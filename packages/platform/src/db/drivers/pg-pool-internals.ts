@@ -6,7 +6,7 @@ import type { Logger } from '../../util/log.js';
 // port of pg-pool with the same fields. _remove() takes the client out of the pool at once and ends
 // it in the background; the pulse lets callers queued on a full pool open the connections that freed
 // up. Checked against the pinned versions (pg-pool 3.14, through pg 8.23.1; @neondatabase/serverless
-// 1.2.0) by test/fast/dependency-internals.test.ts, which fails the moment a field is gone.
+// 1.2.0) by packages/platform/test/dependency-internals.test.ts, which fails the moment a field is gone.
 export interface PgPoolInternals {
   _idle: { client: unknown }[];
   _remove: (client: unknown) => void;
