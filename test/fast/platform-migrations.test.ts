@@ -100,4 +100,28 @@ describe("the platform's migrations", () => {
     );
     expect(ticks.rows.map((r) => r.consecutive_failures)).toEqual([2]);
   });
+
+  it("a Worker's schema check is one round trip on a migrated database, and still right without the tables", async () => {
+    const pool = await freshPool();
+    const counted = (queries: string[]): DatabasePool =>
+      new Proxy(pool, {
+        get: (target, key, receiver) =>
+          key === 'query'
+            ? (text: string, ...rest: unknown[]) => {
+                queries.push(text);
+                return (target.query as (text: string, ...rest: unknown[]) => unknown)(text, ...rest);
+              }
+            : Reflect.get(target, key, receiver),
+      });
+    const onNew: string[] = [];
+    expect(await schemaState(counted(onNew), latestMigrationAt)).toMatchObject({
+      status: 'behind',
+      applied: 0,
+    });
+    await migrate(pool, migrations, log);
+    const onMigrated: string[] = [];
+    expect(await schemaState(counted(onMigrated), latestMigrationAt)).toEqual({ status: 'current' });
+    expect(onMigrated).toHaveLength(1);
+    expect(await schemaState(pool, latestMigrationAt - 1)).toMatchObject({ status: 'ahead' });
+  });
 });

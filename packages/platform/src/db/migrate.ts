@@ -1,3 +1,4 @@
+import { errorCode } from '../util/error-chain.js';
 import type { Logger } from '../util/log.js';
 import { acquireMigrationLock, type LockWaitOptions } from './migration-lock.js';
 import { latestPlatformMigrationAt, platformMigrations } from './migrations.gen.js';
@@ -91,16 +92,35 @@ export type SchemaState =
  * not carry the SQL. The first set not current answers.
  */
 export async function schemaState(pool: DatabasePool, bundled: number): Promise<SchemaState> {
-  for (const [table, newest] of [
-    [PLATFORM_TABLE, latestPlatformMigrationAt],
-    [APP_TABLE, bundled],
+  const applied = await appliedAt(pool);
+  for (const [newest, at] of [
+    [latestPlatformMigrationAt, applied.platform],
+    [bundled, applied.app],
   ] as const) {
-    const applied = (await tableExists(pool, table)) ? await lastAppliedAt(pool, table) : 0;
-    if (applied !== newest) {
-      return { status: applied < newest ? 'behind' : 'ahead', applied, bundled: newest };
-    }
+    if (at !== newest) return { status: at < newest ? 'behind' : 'ahead', applied: at, bundled: newest };
   }
   return { status: 'current' };
+}
+
+/**
+ * The newest migration each set has applied (0: none). One round trip where both tables exist, which
+ * is every database this release migrated: an isolate's boot waits for it. Where one is missing (a new
+ * database, or one only the previous release migrated), each table is looked up on its own.
+ */
+async function appliedAt(pool: DatabasePool): Promise<{ platform: number; app: number }> {
+  try {
+    const { rows } = await pool.query<{ platform: string | number | null; app: string | number | null }>(
+      `SELECT (SELECT max(created_at) FROM ${PLATFORM_TABLE}) AS platform,
+              (SELECT max(created_at) FROM ${APP_TABLE}) AS app`,
+    );
+    return { platform: Number(rows[0]?.platform ?? 0), app: Number(rows[0]?.app ?? 0) };
+  } catch (err) {
+    // undefined_table
+    if (errorCode(err) !== '42P01') throw err;
+  }
+  const at = async (table: string) =>
+    (await tableExists(pool, table)) ? await lastAppliedAt(pool, table) : 0;
+  return { platform: await at(PLATFORM_TABLE), app: await at(APP_TABLE) };
 }
 
 // Looks before creating: CREATE ... IF NOT EXISTS checks the CREATE privilege first, and a
