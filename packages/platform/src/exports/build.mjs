@@ -20,9 +20,11 @@ const platform = manifest(new URL('../../package.json', import.meta.url));
 /** Every package the app or the platform names, but those bundled: each and its subpaths. */
 export function externalPackages(app) {
   return [
-    ...new Set([app.dependencies, platform.dependencies, platform.peerDependencies].flatMap((deps) =>
-      Object.keys(deps ?? {}),
-    )),
+    ...new Set(
+      [app.dependencies, platform.dependencies, platform.peerDependencies].flatMap((deps) =>
+        Object.keys(deps ?? {}),
+      ),
+    ),
   ]
     .filter((name) => !BUNDLED.has(name))
     .flatMap((name) => [name, `${name}/*`]);

@@ -1,5 +1,7 @@
 // Node-only tools for an app's scripts, never for a runtime entry: the migrations bundler (drizzle-kit
 // output -> a `Migration[]` module) and the deploy-time migrator.
+
+export { type DeployMigrateResult, migrateAtDeploy } from '../db/deploy-migrate.js';
 export {
   type BundleOptions,
   bundleMigrations,
@@ -8,4 +10,3 @@ export {
   readMigrations,
   runMigrationsBundler,
 } from '../db/migrations-bundle.js';
-export { type DeployMigrateResult, migrateAtDeploy } from '../db/deploy-migrate.js';

@@ -1,0 +1,46 @@
+import type { PoolConfig } from 'pg';
+import type { Logger } from '../../util/log.js';
+import type { StatementNaming } from '../statements.js';
+import type { DatabaseDriver, PoolRole } from '../types.js';
+import { type PgCompatiblePool, wrapPgCompatiblePool } from './pg-compatible.js';
+
+type Modules = {
+  Pool: typeof import('pg').default.Pool;
+  drizzle: typeof import('drizzle-orm/node-postgres').drizzle;
+};
+
+/**
+ * A driver of node-postgres pools, as the `pg` and Hyperdrive drivers are: they differ only in each
+ * pool's settings (and `pg` inspects the pooler). pg and its Drizzle dialect are imported in ready(),
+ * so a driver that is offered but not chosen costs nothing; every pool is poison-aware, its
+ * statements named by the driver's policy.
+ */
+export function nodePgDriver(
+  name: string,
+  statements: StatementNaming,
+  log: Logger,
+  /** A pool's settings; the probe's pool is the one `probe` says, small and quick to give up. */
+  settings: (probe: boolean, role: PoolRole) => PoolConfig,
+): DatabaseDriver {
+  let modules: Modules | undefined;
+  return {
+    name,
+    async ready() {
+      const [pg, orm] = await Promise.all([import('pg'), import('drizzle-orm/node-postgres')]);
+      modules ??= { Pool: pg.default.Pool, drizzle: orm.drizzle };
+    },
+    createPool(role) {
+      if (!modules) throw new Error(`the ${name} driver is not ready`);
+      const client = new modules.Pool(settings(role === 'probe', role));
+      const pool = wrapPgCompatiblePool(
+        client as unknown as PgCompatiblePool,
+        modules.drizzle({ client }),
+        role,
+        log,
+      );
+      statements.register(pool.db);
+      return pool;
+    },
+    close: async () => {},
+  };
+}
