@@ -1,7 +1,7 @@
 import type { Logger } from '../../util/log.js';
 import { StatementNaming } from '../statements.js';
 import type { DatabaseDriver } from '../types.js';
-import { nodePgDriver } from './node-pg-pools.js';
+import { nodePgDriver } from './node-pg-driver.js';
 
 export interface HyperdriveDriverOptions {
   /** `env.HYPERDRIVE.connectionString`: read per invocation, never logged (it holds a password). */

@@ -4,7 +4,7 @@ import { DEFAULT_NAME } from '../../util/identity.js';
 import type { Logger } from '../../util/log.js';
 import { StatementNaming } from '../statements.js';
 import type { DatabaseDriver, PoolerInfo, PoolRole } from '../types.js';
-import { nodePgDriver } from './node-pg-pools.js';
+import { nodePgDriver } from './node-pg-driver.js';
 import { detectTransactionPooler } from './pooler-check.js';
 
 export interface PgDriverOptions {
@@ -32,7 +32,7 @@ export function createPgDriver(options: PgDriverOptions): DatabaseDriver {
     ...nodePgDriver('pg', statements, options.log, (probe, role) => poolConfig(options, probe, role)),
     async inspectPooler(): Promise<PoolerInfo> {
       if (configured !== 'auto') return { mode: configured, source: 'configured' };
-      // Already loaded by ready(): the import only hands it over.
+      // ready() loaded pg: this import only hands its Client over.
       const { Client } = (await import('pg')).default;
       let transaction: boolean;
       try {

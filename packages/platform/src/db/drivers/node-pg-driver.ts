@@ -19,7 +19,7 @@ export function nodePgDriver(
   name: string,
   statements: StatementNaming,
   log: Logger,
-  /** A pool's settings; the probe's pool is the one `probe` says, small and quick to give up. */
+  /** Each pool's settings; `probe` is true for the write probe's own pool. */
   settings: (probe: boolean, role: PoolRole) => PoolConfig,
 ): DatabaseDriver {
   let modules: Modules | undefined;
