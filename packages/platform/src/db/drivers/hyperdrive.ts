@@ -31,10 +31,14 @@ const PROBE_POOL_MAX = 1;
  */
 export function createHyperdriveDriver(options: HyperdriveDriverOptions): DatabaseDriver {
   const lost = () => options.log.warn('named prepared statements lost behind Hyperdrive: using unnamed ones');
-  return nodePgDriver('hyperdrive', new StatementNaming(true, lost), options.log, (probe) => ({
-    connectionString: options.connectionString,
-    max: probe ? PROBE_POOL_MAX : Math.min(options.poolMax, APP_POOL_MAX),
-    connectionTimeoutMillis: probe ? options.probeTimeoutMs : Math.max(options.probeTimeoutMs, 10_000),
-    ...(probe ? { query_timeout: options.probeTimeoutMs } : {}),
-  }));
+  return nodePgDriver(
+    'hyperdrive',
+    new StatementNaming(true, lost),
+    options.log,
+    options.probeTimeoutMs,
+    (probe) => ({
+      connectionString: options.connectionString,
+      max: probe ? PROBE_POOL_MAX : Math.min(options.poolMax, APP_POOL_MAX),
+    }),
+  );
 }

@@ -19,7 +19,9 @@ export function nodePgDriver(
   name: string,
   statements: StatementNaming,
   log: Logger,
-  /** Each pool's settings; `probe` is true for the write probe's own pool. */
+  /** Bounds connecting, and each query of the probe's pool: a black-holed server must not hold it. */
+  probeTimeoutMs: number,
+  /** Each pool's own settings (the URL, its size); `probe` is true for the write probe's pool. */
   settings: (probe: boolean, role: PoolRole) => PoolConfig,
 ): DatabaseDriver {
   let modules: Modules | undefined;
@@ -31,7 +33,12 @@ export function nodePgDriver(
     },
     createPool(role) {
       if (!modules) throw new Error(`the ${name} driver is not ready`);
-      const client = new modules.Pool(settings(role === 'probe', role));
+      const probe = role === 'probe';
+      const client = new modules.Pool({
+        connectionTimeoutMillis: probe ? probeTimeoutMs : Math.max(probeTimeoutMs, 10_000),
+        ...(probe ? { query_timeout: probeTimeoutMs } : {}),
+        ...settings(probe, role),
+      });
       const pool = wrapPgCompatiblePool(
         client as unknown as PgCompatiblePool,
         modules.drizzle({ client }),

@@ -29,7 +29,9 @@ export function createPgDriver(options: PgDriverOptions): DatabaseDriver {
     options.log.warn('named prepared statements lost: a transaction pooler? using unnamed ones from now on'),
   );
   return {
-    ...nodePgDriver('pg', statements, options.log, (probe, role) => poolConfig(options, probe, role)),
+    ...nodePgDriver('pg', statements, options.log, options.probeTimeoutMs, (probe, role) =>
+      poolConfig(options, probe, role),
+    ),
     async inspectPooler(): Promise<PoolerInfo> {
       if (configured !== 'auto') return { mode: configured, source: 'configured' };
       // ready() loaded pg: this import only hands its Client over.
@@ -63,9 +65,7 @@ function poolConfig(options: PgDriverOptions, probe: boolean, role: PoolRole): P
     connectionString: options.url,
     max: probe ? PROBE_POOL_MAX : options.poolMax,
     maxLifetimeSeconds: options.maxLifetimeSeconds,
-    connectionTimeoutMillis: probe ? options.probeTimeoutMs : Math.max(options.probeTimeoutMs, 10_000),
     idleTimeoutMillis: 30_000,
     application_name: `${options.applicationName ?? DEFAULT_NAME}:${role}`,
-    ...(probe ? { query_timeout: options.probeTimeoutMs } : {}),
   };
 }
