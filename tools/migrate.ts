@@ -6,8 +6,9 @@
 // Exit codes: 0 migrated, 1 failed, 2 usage.
 import { parseArgs } from 'node:util';
 import { createLogger, loadConfig, poisonReason } from '@honest-health/platform';
-import { migrate } from '@honest-health/platform/db';
-import { openDriver } from '../src/app/databases.js';
+import { migrateAtDeploy } from '@honest-health/platform/tools';
+import { processDatabases } from '../src/app/databases.js';
+import { identity } from '../src/app/identity.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { runCli, UsageError } from './cli.js';
 
@@ -32,17 +33,6 @@ await runCli('db:migrate', USAGE, async () => {
   if (!local && values.local)
     throw new UsageError('--local is for the embedded database, but DATABASE_URL is set');
   const log = createLogger(config.logLevel, {}, undefined, poisonReason);
-  const driver = openDriver(config, log);
-  try {
-    await driver.ready();
-    const pool = driver.createPool('app');
-    try {
-      const { applied } = await migrate(pool, migrations, log, { timeoutMs: config.migrationLockTimeoutMs });
-      console.log(JSON.stringify({ applied, latest: migrations.at(-1)?.tag }));
-    } finally {
-      await pool.end();
-    }
-  } finally {
-    await driver.close();
-  }
+  const result = await migrateAtDeploy(config, log, { databases: processDatabases, identity, migrations });
+  console.log(JSON.stringify(result));
 });

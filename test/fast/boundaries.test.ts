@@ -16,11 +16,17 @@
 // - inside the platform the folders are layers (LAYERS below): a file imports only its own layer or
 //   one below it. Types count too (a type is a dependency of the design), so that check reads the
 //   source text, where `import type` is still there, instead of esbuild's metafile.
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
+import {
+  PLATFORM_PACKAGE as PACKAGE,
+  publicEntries,
+  sourcesUnder,
+  specifiers,
+} from '../support/import-scan.js';
 import { repoRoot } from '../support/server.js';
 
 const PROCESS_ENTRIES = ['src/runtime/node.ts', 'src/runtime/bun.ts'];
@@ -28,7 +34,6 @@ const WORKER_ENTRIES = ['src/runtime/worker.ts', 'src/runtime/worker-hyperdrive.
 const RUNTIME_ENTRIES = [...PROCESS_ENTRIES, ...WORKER_ENTRIES];
 const APP_MODULE = 'src/app/module.ts';
 const PLATFORM = 'packages/platform/src';
-const PACKAGE = '@honest-health/platform';
 // Where the app and what runs it live: none may name the package's internals.
 const APP_DIRS = ['src', 'tools', 'bench'];
 // Tests may also use `./internal/*`.
@@ -45,18 +50,6 @@ interface Import {
   to: string;
   kind: string;
   external: boolean;
-}
-
-/** The .ts files under `dir` (relative to `root`), with forward slashes. */
-function sourcesUnder(root: string, dir: string): string[] {
-  return readdirSync(join(root, dir), { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile() && e.name.endsWith('.ts') && !e.name.endsWith('.d.ts'))
-    .map((e) =>
-      join(e.parentPath, e.name)
-        .slice(root.length + 1)
-        .replaceAll('\\', '/'),
-    )
-    .sort();
 }
 
 /** Every import of every file reachable from the entries, as esbuild resolved it. */
@@ -92,16 +85,6 @@ async function platformBeyondPackage(root: string): Promise<string[]> {
   );
 }
 
-/** The package's public entries: `@honest-health/platform`, `@honest-health/platform/node`, ... */
-function publicEntries(root: string): Set<string> {
-  const manifest = JSON.parse(readFileSync(join(root, 'packages/platform/package.json'), 'utf8'));
-  return new Set(
-    Object.keys(manifest.exports as Record<string, string>)
-      .filter((key) => !key.includes('*'))
-      .map((key) => (key === '.' ? PACKAGE : `${PACKAGE}${key.slice(1)}`)),
-  );
-}
-
 /**
  * Imports, types included, into the package from outside it: by a relative path into packages/, or
  * (from `dirs`) by a name that is not one of its public entries.
@@ -110,7 +93,8 @@ function intoPackageInternals(root: string, dirs: readonly string[], publicOnly:
   const entries = publicEntries(root);
   const found: string[] = [];
   // This file's fixtures spell such imports out in strings.
-  const sources = dirs.flatMap((dir) => sourcesUnder(root, dir)).filter((f) => f !== SELF);
+  // tools/build.mjs is JavaScript (the build runs on plain Node): its imports count as much.
+  const sources = dirs.flatMap((dir) => sourcesUnder(root, dir, ['.ts', '.mjs'])).filter((f) => f !== SELF);
   for (const from of sources) {
     for (const spec of specifiers(readFileSync(join(root, from), 'utf8'))) {
       const byPath =
@@ -150,18 +134,6 @@ const layerOf = (path: string): number => {
   const folder = path.slice(`${PLATFORM}/`.length).split('/');
   return folder.length < 2 ? -1 : LAYERS.findIndex((l) => l.includes(folder[0] as string));
 };
-
-// Every specifier a file names: import/export ... from, side-effect imports, import() in code and in
-// types. Comments are dropped first so a path named in prose is not an import.
-const SPECIFIERS = [
-  /\b(?:import|export)\b[^;'"]*?\bfrom\s*['"]([^'"]+)['"]/g,
-  /\bimport\s*['"]([^'"]+)['"]/g,
-  /\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)/g,
-];
-function specifiers(text: string): string[] {
-  const code = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|\s)\/\/.*$/gm, '$1');
-  return SPECIFIERS.flatMap((re) => [...code.matchAll(re)].map((m) => m[1] as string));
-}
 
 /** Imports (types included) from a layer of the platform into a higher one, or from/into no layer. */
 function againstLayers(root: string): string[] {
@@ -216,6 +188,7 @@ describe('import boundaries', () => {
       'src/app/path.ts': "import type { X } from '../../packages/platform/src/db/types.js';\n",
       'src/app/internal.ts': "import { y } from '@honest-health/platform/internal/db/handle';\n",
       'tools/lazy.ts': "export const l = () => import('../packages/platform/src/db/driver.js');\n",
+      'tools/build.mjs': "import { b } from '@honest-health/platform/internal/exports/build';\n",
       'test/uses-internal.ts': "import { y } from '@honest-health/platform/internal/db/handle';\n",
       'test/path.ts': "export * from '../packages/platform/src/util/log.js';\n",
     };
@@ -223,6 +196,7 @@ describe('import boundaries', () => {
       expect(intoPackageInternals(root, ['src', 'tools'], true).sort()).toEqual([
         'src/app/internal.ts -> @honest-health/platform/internal/db/handle',
         'src/app/path.ts -> ../../packages/platform/src/db/types.js',
+        'tools/build.mjs -> @honest-health/platform/internal/exports/build',
         'tools/lazy.ts -> ../packages/platform/src/db/driver.js',
       ]);
       expect(intoPackageInternals(root, ['test'], false)).toEqual([

@@ -7,45 +7,18 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import {
+  PLATFORM_PACKAGE as PACKAGE,
+  publicEntries,
+  sourcesUnder,
+  specifiers,
+} from '../support/import-scan.js';
 import { repoRoot } from '../support/server.js';
 
-const PACKAGE = '@honest-health/platform';
-
-/** The package's public entries, by the names an app imports them under. */
-function publicEntries(root: string): Set<string> {
-  const manifest = JSON.parse(readFileSync(join(root, 'packages/platform/package.json'), 'utf8'));
-  return new Set(
-    Object.keys(manifest.exports as Record<string, string>)
-      .filter((key) => !key.includes('*'))
-      .map((key) => (key === '.' ? PACKAGE : `${PACKAGE}${key.slice(1)}`)),
-  );
-}
-
-// import/export ... from, side-effect imports, import() in code and in types; comments dropped first.
-const SPECIFIERS = [
-  /\b(?:import|export)\b[^;'"]*?\bfrom\s*['"]([^'"]+)['"]/g,
-  /\bimport\s*['"]([^'"]+)['"]/g,
-  /\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)/g,
-];
-function specifiers(text: string): string[] {
-  const code = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/(^|\s)\/\/.*$/gm, '$1');
-  return SPECIFIERS.flatMap((re) => [...code.matchAll(re)].map((m) => m[1] as string));
-}
+// The example's build script is JavaScript (it runs on plain Node): its imports count as much.
+const SCRIPTS = ['.ts', '.mjs'];
 
 const packageName = (spec: string) => spec.split('/', spec.startsWith('@') ? 2 : 1).join('/');
-
-/** Every .ts file of the example (relative to the root), node_modules aside. */
-function sourcesOf(root: string, example: string): string[] {
-  return readdirSync(join(root, example), { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile() && e.name.endsWith('.ts') && !e.name.endsWith('.d.ts'))
-    .map((e) =>
-      join(e.parentPath, e.name)
-        .slice(root.length + 1)
-        .replaceAll('\\', '/'),
-    )
-    .filter((f) => !f.includes('/node_modules/'))
-    .sort();
-}
 
 function examplesIn(root: string): string[] {
   return readdirSync(join(root, 'examples'), { withFileTypes: true })
@@ -62,7 +35,7 @@ function beyondExample(root: string, example: string): string[] {
   const rootManifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
   const devTools = new Set(Object.keys(rootManifest.devDependencies ?? {}));
   const found: string[] = [];
-  for (const from of sourcesOf(root, example)) {
+  for (const from of sourcesUnder(root, example, SCRIPTS)) {
     const isTest = from.startsWith(`${example}/test/`);
     for (const spec of specifiers(readFileSync(join(root, from), 'utf8'))) {
       let allowed: boolean;
@@ -87,7 +60,7 @@ describe('the examples stay apps of their own', () => {
     const examples = examplesIn(repoRoot);
     expect(examples).toContain('examples/notes');
     for (const example of examples) {
-      expect(sourcesOf(repoRoot, example).length).toBeGreaterThan(5);
+      expect(sourcesUnder(repoRoot, example).length).toBeGreaterThan(5);
       expect(beyondExample(repoRoot, example)).toEqual([]);
     }
   });
@@ -121,6 +94,8 @@ describe('the examples stay apps of their own', () => {
         '',
       ].join('\n'),
       'examples/demo/src/x.ts': 'export const x = 1;\n',
+      'examples/demo/scripts/build.mjs':
+        "import { b } from '../../../packages/platform/src/exports/build.mjs';\n",
       'examples/demo/src/internal.ts': "import { h } from '@honest-health/platform/internal/db/handle';\n",
       'examples/demo/src/subpath.ts': "import type { H } from '@honest-health/platform/src/db/handle.js';\n",
       'examples/demo/src/by-path.ts':
@@ -138,6 +113,7 @@ describe('the examples stay apps of their own', () => {
         writeFileSync(join(root, path), text);
       }
       expect(beyondExample(root, 'examples/demo').sort()).toEqual([
+        'examples/demo/scripts/build.mjs -> ../../../packages/platform/src/exports/build.mjs',
         'examples/demo/src/by-path.ts -> ../../../packages/platform/src/db/types.js',
         'examples/demo/src/internal.ts -> @honest-health/platform/internal/db/handle',
         'examples/demo/src/subpath.ts -> @honest-health/platform/src/db/handle.js',

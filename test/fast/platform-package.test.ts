@@ -1,6 +1,7 @@
 // The platform is a package of its own (packages/platform): it type-checks with its own tsconfig from a
 // copy with no app beside it, and every entry of its `exports` map resolves, for TypeScript (from that
-// copy), for esbuild (what tools/build.mjs and wrangler bundle with) and for Vite (vitest).
+// copy), for esbuild (what tools/build.mjs and wrangler bundle with) and for Vite (vitest); and its
+// Node-only entries (/tools, /build) never reach a Worker bundle.
 import { execFileSync } from 'node:child_process';
 import {
   cpSync,
@@ -65,7 +66,16 @@ describe('the platform package', () => {
 
   it('names a file that exists for every entry of its exports map', () => {
     expect(entries.map(([key]) => key)).toEqual(
-      expect.arrayContaining(['.', './node', './bun', './worker', './drivers/pg', './drivers/neon']),
+      expect.arrayContaining([
+        '.',
+        './node',
+        './bun',
+        './worker',
+        './drivers/pg',
+        './drivers/neon',
+        './tools',
+        './build',
+      ]),
     );
     for (const [, target] of entries) expect(existsSync(join(PACKAGE_DIR, target)), target).toBe(true);
   });
@@ -102,6 +112,46 @@ describe('the platform package', () => {
     });
     const inputs = Object.keys(metafile.inputs);
     for (const [, target] of entries) expect(inputs).toContain(join('packages/platform', target));
+  });
+
+  it('keeps its Node-only entries (/tools, /build) out of every Worker bundle', async () => {
+    const deps = Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies });
+    const inputsOf = async (entryPoints: string[]) =>
+      Object.keys(
+        (
+          await build({
+            absWorkingDir: repoRoot,
+            entryPoints,
+            bundle: true,
+            write: false,
+            metafile: true,
+            outdir: join(dir, 'out'),
+            platform: 'node',
+            format: 'esm',
+            external: [...deps, ...deps.map((d) => `${d}/*`), 'cloudflare:*'],
+            logLevel: 'silent',
+          })
+        ).metafile.inputs,
+      );
+    const nodeOnly = [
+      'packages/platform/src/exports/tools.ts',
+      'packages/platform/src/exports/build.mjs',
+      'packages/platform/src/db/migrations-bundle.ts',
+      'packages/platform/src/db/deploy-migrate.ts',
+    ];
+    // The check sees them where they are imported.
+    const tools = await inputsOf([
+      join(PACKAGE_DIR, manifest.exports['./tools'] as string),
+      join(PACKAGE_DIR, manifest.exports['./build'] as string),
+    ]);
+    expect(tools).toEqual(expect.arrayContaining(nodeOnly));
+    const workers = await inputsOf([
+      'src/runtime/worker.ts',
+      'src/runtime/worker-hyperdrive.ts',
+      'examples/notes/src/worker.ts',
+    ]);
+    expect(workers).toContain('packages/platform/src/exports/worker.ts');
+    expect(workers.filter((input) => nodeOnly.includes(input))).toEqual([]);
   });
 
   it('resolves and loads every entry by name for Vite', async () => {

@@ -1,8 +1,8 @@
 // `npm run db:migrate`: applies the bundled migrations to DATABASE_URL under the platform's advisory
 // lock. A Worker only checks the schema, so this runs at deploy, outside it (`npm run deploy:workers`).
 import { createLogger, loadConfig } from '@honest-health/platform';
-import { createDriver, migrate } from '@honest-health/platform/db';
 import { pgDatabase } from '@honest-health/platform/drivers/pg';
+import { migrateAtDeploy } from '@honest-health/platform/tools';
 import { migrations } from '../src/migrations.gen.js';
 import { notesApp } from '../src/module.js';
 
@@ -12,18 +12,10 @@ if (!process.env.DATABASE_URL) {
   process.exit(2);
 }
 const config = loadConfig(process.env);
-const log = createLogger(config.logLevel);
 // node-postgres over a session: the migration's transaction holds the advisory lock.
-const driver = createDriver(config, log, { databases: [pgDatabase], identity: notesApp.identity });
-try {
-  await driver.ready();
-  const pool = driver.createPool('app');
-  try {
-    const { applied } = await migrate(pool, migrations, log, { timeoutMs: config.migrationLockTimeoutMs });
-    console.log(JSON.stringify({ applied, latest: migrations.at(-1)?.tag }));
-  } finally {
-    await pool.end();
-  }
-} finally {
-  await driver.close();
-}
+const result = await migrateAtDeploy(config, createLogger(config.logLevel), {
+  databases: [pgDatabase],
+  identity: notesApp.identity,
+  migrations,
+});
+console.log(JSON.stringify(result));

@@ -3,13 +3,12 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from '../../../test/support/databases.js';
 import { type Cluster, startCluster } from '../../../test/support/postgres.js';
 import { type ServerProcess, spawnServer } from '../../../test/support/server.js';
 import { until } from '../../../test/support/until.js';
-import { exampleRoot, type Note, postNote, tsx } from './support.js';
+import { beats, exampleRoot, type Note, postNote, query, tsx } from './support.js';
 
 // The example's Node entry as a child process: from its TypeScript as `npm run dev` runs it, on the
 // embedded PGlite it defaults to; and bundled as `npm start` runs it (dist/node.js, scripts/build.mjs),
@@ -125,23 +124,6 @@ describe('the notes example on Node, bundled, Postgres at DATABASE_URL', () => {
     await cluster?.remove();
   });
 
-  async function query<R extends pg.QueryResultRow>(url: string, text: string, params: unknown[] = []) {
-    const client = new pg.Client(url);
-    await client.connect();
-    try {
-      return (await client.query<R>(text, params)).rows;
-    } finally {
-      await client.end();
-    }
-  }
-  const beats = async (url: string) =>
-    (
-      await query<{ n: number }>(
-        url,
-        `SELECT coalesce(sum(beats), 0)::int AS n FROM health_heartbeat WHERE instance_id = 'notes-test'`,
-      )
-    )[0]?.n ?? 0;
-
   it('each /readyz is a write of its own, the tick counts what a route wrote, a failover disposes the pools', async () => {
     const url = await freshDatabase(cluster, 'notes');
     const cwd = mkdtempSync(join(tmpdir(), 'notes-pg-'));
@@ -149,9 +131,9 @@ describe('the notes example on Node, bundled, Postgres at DATABASE_URL', () => {
     const server = await start(cwd, { DATABASE_URL: url }, true);
     await server.waitForReady();
 
-    const before = await beats(url);
+    const before = await beats(url, 'notes-test');
     expect((await server.get('/readyz')).status).toBe(200);
-    expect(await beats(url)).toBe(before + 1);
+    expect(await beats(url, 'notes-test')).toBe(before + 1);
     // The pools connect under the app's identity.
     const names = await query<{ application_name: string }>(
       url,

@@ -3,12 +3,11 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
-import pg from 'pg';
 import { parse } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from '../../../test/support/databases.js';
 import { type Cluster, startCluster } from '../../../test/support/postgres.js';
-import { exampleRoot, type Note, tsx } from './support.js';
+import { beats, exampleRoot, type Note, query, tsx } from './support.js';
 
 // The example's Worker (src/worker.ts) as wrangler bundles it from the example's own wrangler.toml, in
 // workerd through Miniflare's `hyperdrives` option: the HYPERDRIVE binding leads, through Miniflare's
@@ -65,24 +64,6 @@ function migrate(url: string): string {
   });
 }
 
-async function query<R extends pg.QueryResultRow>(url: string, text: string, params: unknown[] = []) {
-  const client = new pg.Client(url);
-  await client.connect();
-  try {
-    return (await client.query<R>(text, params)).rows;
-  } finally {
-    await client.end();
-  }
-}
-
-const beats = async (url: string) =>
-  (
-    await query<{ n: number }>(
-      url,
-      `SELECT coalesce(sum(beats), 0)::int AS n FROM health_heartbeat WHERE instance_id = 'worker'`,
-    )
-  )[0]?.n ?? 0;
-
 async function readyz(mf: Miniflare) {
   const res = await mf.dispatchFetch('http://notes/readyz');
   return {
@@ -134,10 +115,10 @@ describe('the notes example as a Worker through Hyperdrive, in workerd', () => {
       status: 200,
       body: { status: 'ok', checks: { boot: 'ok', database: 'ok' } },
     });
-    const before = await beats(url);
+    const before = await beats(url, 'worker');
     expect(before).toBeGreaterThanOrEqual(1);
     expect((await readyz(mf)).status).toBe(200);
-    expect(await beats(url)).toBe(before + 1);
+    expect(await beats(url, 'worker')).toBe(before + 1);
 
     const res = await mf.dispatchFetch('http://notes/notes', {
       method: 'POST',

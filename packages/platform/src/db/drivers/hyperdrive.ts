@@ -1,7 +1,7 @@
 import type { Logger } from '../../util/log.js';
 import { StatementNaming } from '../statements.js';
-import type { DatabaseDriver, DatabasePool, PoolRole } from '../types.js';
-import { type PgCompatiblePool, wrapPgCompatiblePool } from './pg-compatible.js';
+import type { DatabaseDriver } from '../types.js';
+import { nodePgDriver } from './node-pg-driver.js';
 
 export interface HyperdriveDriverOptions {
   /** `env.HYPERDRIVE.connectionString`: read per invocation, never logged (it holds a password). */
@@ -17,11 +17,6 @@ export interface HyperdriveDriverOptions {
 const APP_POOL_MAX = 4;
 const PROBE_POOL_MAX = 1;
 
-type Modules = {
-  Pool: typeof import('pg').default.Pool;
-  drizzle: typeof import('drizzle-orm/node-postgres').drizzle;
-};
-
 /**
  * node-postgres through a Hyperdrive binding. Made per request or cron invocation, as the Neon
  * WebSocket driver is: a socket belongs to the request that opened it ("Cannot perform I/O on behalf
@@ -35,42 +30,15 @@ type Modules = {
  * No application_name: the binding's startup parameters are Cloudflare's, and nothing here needs it.
  */
 export function createHyperdriveDriver(options: HyperdriveDriverOptions): DatabaseDriver {
-  let modules: Modules | undefined;
-  const statements = new StatementNaming(true, () =>
-    options.log.warn('named prepared statements lost behind Hyperdrive: using unnamed ones'),
-  );
-  return {
-    name: 'hyperdrive',
-    async ready() {
-      const [pg, orm] = await Promise.all([import('pg'), import('drizzle-orm/node-postgres')]);
-      modules ??= { Pool: pg.default.Pool, drizzle: orm.drizzle };
-    },
-    createPool(role) {
-      if (!modules) throw new Error('the hyperdrive driver is not ready');
-      const pool = createPool(modules, options, role);
-      statements.register(pool.db);
-      return pool;
-    },
-    close: async () => {},
-  };
-}
-
-function createPool(
-  { Pool, drizzle }: Modules,
-  options: HyperdriveDriverOptions,
-  role: PoolRole,
-): DatabasePool {
-  const probe = role === 'probe';
-  const pool = new Pool({
-    connectionString: options.connectionString,
-    max: probe ? PROBE_POOL_MAX : Math.min(options.poolMax, APP_POOL_MAX),
-    connectionTimeoutMillis: probe ? options.probeTimeoutMs : Math.max(options.probeTimeoutMs, 10_000),
-    ...(probe ? { query_timeout: options.probeTimeoutMs } : {}),
-  });
-  return wrapPgCompatiblePool(
-    pool as unknown as PgCompatiblePool,
-    drizzle({ client: pool }),
-    role,
+  const lost = () => options.log.warn('named prepared statements lost behind Hyperdrive: using unnamed ones');
+  return nodePgDriver(
+    'hyperdrive',
+    new StatementNaming(true, lost),
     options.log,
+    options.probeTimeoutMs,
+    (probe) => ({
+      connectionString: options.connectionString,
+      max: probe ? PROBE_POOL_MAX : Math.min(options.poolMax, APP_POOL_MAX),
+    }),
   );
 }

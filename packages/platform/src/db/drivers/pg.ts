@@ -1,9 +1,10 @@
+import type { PoolConfig } from 'pg';
 import type { DatabasePooler } from '../../util/config.js';
 import { DEFAULT_NAME } from '../../util/identity.js';
 import type { Logger } from '../../util/log.js';
 import { StatementNaming } from '../statements.js';
-import type { DatabaseDriver, DatabasePool, PoolerInfo, PoolRole } from '../types.js';
-import { type PgCompatiblePool, wrapPgCompatiblePool } from './pg-compatible.js';
+import type { DatabaseDriver, PoolerInfo, PoolRole } from '../types.js';
+import { nodePgDriver } from './node-pg-driver.js';
 import { detectTransactionPooler } from './pooler-check.js';
 
 export interface PgDriverOptions {
@@ -21,29 +22,20 @@ export interface PgDriverOptions {
 
 const PROBE_POOL_MAX = 2;
 
-type Modules = {
-  Pool: typeof import('pg').default.Pool;
-  Client: typeof import('pg').default.Client;
-  drizzle: typeof import('drizzle-orm/node-postgres').drizzle;
-};
-
 export function createPgDriver(options: PgDriverOptions): DatabaseDriver {
-  let modules: Modules | undefined;
   const configured = options.pooler ?? 'auto';
   // Shared by every pool of this driver, so a pool rebuilt after a failover inherits what boot found.
   const statements = new StatementNaming(configured !== 'transaction', () =>
     options.log.warn('named prepared statements lost: a transaction pooler? using unnamed ones from now on'),
   );
   return {
-    name: 'pg',
-    async ready() {
-      const [pg, orm] = await Promise.all([import('pg'), import('drizzle-orm/node-postgres')]);
-      modules ??= { Pool: pg.default.Pool, Client: pg.default.Client, drizzle: orm.drizzle };
-    },
+    ...nodePgDriver('pg', statements, options.log, options.probeTimeoutMs, (probe, role) =>
+      poolConfig(options, probe, role),
+    ),
     async inspectPooler(): Promise<PoolerInfo> {
       if (configured !== 'auto') return { mode: configured, source: 'configured' };
-      if (!modules) throw new Error('the pg driver is not ready');
-      const { Client } = modules;
+      // ready() loaded pg: this import only hands its Client over.
+      const { Client } = (await import('pg')).default;
       let transaction: boolean;
       try {
         transaction = await detectTransactionPooler(
@@ -65,31 +57,15 @@ export function createPgDriver(options: PgDriverOptions): DatabaseDriver {
       }
       return { mode: transaction ? 'transaction' : 'session', source: 'detected' };
     },
-    createPool(role) {
-      if (!modules) throw new Error('the pg driver is not ready');
-      const pool = createPool(modules, options, role);
-      statements.register(pool.db);
-      return pool;
-    },
-    close: async () => {},
   };
 }
 
-function createPool({ Pool, drizzle }: Modules, options: PgDriverOptions, role: PoolRole): DatabasePool {
-  const probe = role === 'probe';
-  const pool = new Pool({
+function poolConfig(options: PgDriverOptions, probe: boolean, role: PoolRole): PoolConfig {
+  return {
     connectionString: options.url,
     max: probe ? PROBE_POOL_MAX : options.poolMax,
     maxLifetimeSeconds: options.maxLifetimeSeconds,
-    connectionTimeoutMillis: probe ? options.probeTimeoutMs : Math.max(options.probeTimeoutMs, 10_000),
     idleTimeoutMillis: 30_000,
     application_name: `${options.applicationName ?? DEFAULT_NAME}:${role}`,
-    ...(probe ? { query_timeout: options.probeTimeoutMs } : {}),
-  });
-  return wrapPgCompatiblePool(
-    pool as unknown as PgCompatiblePool,
-    drizzle({ client: pool }),
-    role,
-    options.log,
-  );
+  };
 }
