@@ -5,10 +5,9 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 
-// drizzle-orm is bundled. It ships hundreds of ES modules under one 175 KB package.json whose
-// `exports` map Node 24's ESM loader reads back for every module it resolves (package_json_reader's
-// `get` in a CPU profile): importing it took 0.4 s on Node 24 against 0.15 s on Node 20, most of a
-// server's boot. Bundled, the boot never resolves a drizzle-orm file.
+// drizzle-orm is bundled. It ships hundreds of ES modules under one large package.json whose
+// `exports` map Node 24's ESM loader reads back for every module it resolves, most of a server's boot
+// (docs/boot.md). Bundled, the boot never resolves a drizzle-orm file.
 // The platform's exports are TypeScript sources: it is bundled too, and its own dependencies stay
 // external like the app's.
 const PLATFORM = '@honest-health/platform';
