@@ -127,6 +127,9 @@ function worker(variant: Variant, env: Env, databaseUrl: string, log: WorkerLog)
       TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY,
       // Info: the boot lines and the push tick's summary are what (ii) and (iii) count.
       LOG_LEVEL: 'info',
+      // The per-key rate limit stays on the path, set above the load (an older bundle ignores it).
+      API_RATE_PER_MINUTE: '6000000',
+      API_RATE_BURST: '100000',
       ...sandboxEnv(env.sandbox),
     },
     log.onLine,
