@@ -143,7 +143,14 @@ async function main(): Promise<void> {
     naive: await pair.freshDatabase('bench_naive'),
   };
 
-  const common = { REGISTRY_REFRESH_MS: '200', POOL_MAX: String(POOL_MAX), TOKEN_ENCRYPTION_KEY };
+  const common = {
+    REGISTRY_REFRESH_MS: '200',
+    POOL_MAX: String(POOL_MAX),
+    TOKEN_ENCRYPTION_KEY,
+    // The per-key rate limit stays on the path, above the drill's 20 writes and 10 reads a second.
+    API_RATE_PER_MINUTE: '600000',
+    API_RATE_BURST: '10000',
+  };
   const fixedServer = await spawnEntry('fixed', join(repoRoot, 'dist/node.js'), {
     ...common,
     DATABASE_URL: pair.proxyUrl(dbs.fixed),

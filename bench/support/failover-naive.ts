@@ -71,15 +71,15 @@ export function patchNaive(root: string): string[] {
 }
 
 /**
- * Copies what the build needs (src/, packages/platform/, tools/build.mjs, package.json) from `repo`
+ * Copies what the build needs (src/, packages/platform/, tools/: the build script and the development
+ * mode's Xero sandbox, package.json) from `repo`
  * into `dir`, links node_modules, applies the naive patches and builds. Returns the naive `dist/node.js`.
  */
 export function buildNaiveCopy(repo: string, dir: string): { entry: string; applied: string[] } {
   rmSync(dir, { recursive: true, force: true });
-  mkdirSync(join(dir, 'tools'), { recursive: true });
   cpSync(join(repo, 'src'), join(dir, 'src'), { recursive: true });
   cpSync(join(repo, 'packages/platform'), join(dir, 'packages/platform'), { recursive: true });
-  cpSync(join(repo, 'tools/build.mjs'), join(dir, 'tools/build.mjs'));
+  cpSync(join(repo, 'tools'), join(dir, 'tools'), { recursive: true });
   cpSync(join(repo, 'package.json'), join(dir, 'package.json'));
   linkNodeModules(repo, dir);
   const applied = patchNaive(dir);
