@@ -1,8 +1,8 @@
-// An invoice without tenantId and a new default at the same instant, on a real Postgres: the insert
-// holds the organization's row FOR SHARE while it reads the default (src/app/invoices/store.ts), so
+// An invoice without tenantId and a new default at the same instant, on a real Postgres: an insert
+// that finds no default reads it again FOR SHARE (src/app/invoices/store.ts), so
 // POST /api/connections/{id}/default waits for it, and its binding of waiting pushes then sees it.
 // Without that lock the binding's snapshot misses the uncommitted insert, and the invoice waits for
-// a default the organization already has.
+// a default the organization already has. An insert that found a default takes no lock.
 
 import type { Database } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
@@ -17,7 +17,14 @@ import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';
 import { type Cluster, startCluster } from './support/postgres.js';
-import { captureLog, connectedOrganization, openDatabase, type Sandbox, testBox } from './support/ticks.js';
+import {
+  captureLog,
+  connectedGrant,
+  connectedOrganization,
+  openDatabase,
+  type Sandbox,
+  testBox,
+} from './support/ticks.js';
 
 let cluster: Cluster;
 let sandbox: Sandbox;
@@ -67,6 +74,35 @@ describe('an invoice and a new default at the same instant', () => {
         [push.id],
       );
       expect(rows[0]).toEqual({ status: 'queued', connection_id: connectionId });
+    } finally {
+      await client.query('ROLLBACK').catch(() => {});
+      await client.end();
+    }
+  });
+
+  it('an insert that found a default takes no lock: a new default does not wait for it', async () => {
+    const { org, connectionIds } = await connectedGrant(handle.db, box, sandbox, 'Two Books Ltd', 2);
+    const [first, second] = connectionIds as [string, string];
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query('BEGIN');
+      const inFlight = drizzle({ client }) as unknown as Database;
+      const input = invoiceBody() as unknown as InvoiceInput;
+      const { push } = await createPush(inFlight, org.id, 'no-wait-1', input, 'hash');
+      expect(push.status).toBe('queued');
+
+      const chosen = await Promise.race([
+        chooseConnection(handle.db, org.id, second, true),
+        sleep(2000).then(() => 'waited' as const),
+      ]);
+      expect(chosen, 'the new default did not wait for the uncommitted insert').not.toBe('waited');
+      await client.query('COMMIT');
+      // It went where the default was when it arrived.
+      const { rows } = await handle.pool.query('SELECT connection_id FROM invoice_pushes WHERE id = $1', [
+        push.id,
+      ]);
+      expect(rows[0]).toEqual({ connection_id: first });
     } finally {
       await client.query('ROLLBACK').catch(() => {});
       await client.end();

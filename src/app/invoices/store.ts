@@ -5,7 +5,7 @@ import {
   NAMED_STATEMENT_LOST,
   statementName,
 } from '@honest-health/platform';
-import { and, desc, eq, sql } from 'drizzle-orm';
+import { and, desc, eq, type SQL, sql } from 'drizzle-orm';
 import { rowsOf } from '../push/rows.js';
 import { invoicePushes, organizations, type PushStatus, xeroConnections } from '../schema.js';
 import type { InvoiceInput } from './input.js';
@@ -70,14 +70,17 @@ function prepareInsert(db: Database) {
   const organizationId = sql.placeholder('organizationId');
   const tenant = sql`${sql.placeholder('tenantId')}::text`;
   // Never "the oldest connection": the tenant named, if this organization chose it, else its default.
-  // FOR SHARE: a concurrent POST /api/connections/{id}/default waits for this insert (and this insert
-  // for it), so its binding of waiting pushes, which runs next, sees this one if it had no default.
+  // No default in the statement's snapshot: read it again FOR SHARE, which waits for a concurrent
+  // POST /api/connections/{id}/default and returns its default, or makes it wait for this insert so
+  // that its binding of waiting pushes, which runs next, sees this one. A default already set needs no
+  // lock: the invoice goes where the organization's default was when it arrived.
   // Chosen once, in a CTE that FOR SHARE keeps materialized: as an expression repeated in four columns,
   // the planner never settled on a generic plan for the prepared statement and planned every insert.
+  const defaultOf = (lock: SQL) => sql`(select ${organizations.defaultConnectionId} from ${organizations}
+    where ${organizations.id} = ${organizationId} ${lock})`;
   const target = db.$with('target', { connectionId: sql<string | null>`connection_id` }).as(
     sql`select (case when ${tenant} is null
-        then (select ${organizations.defaultConnectionId} from ${organizations}
-              where ${organizations.id} = ${organizationId} for share)
+        then coalesce(${defaultOf(sql``)}, ${defaultOf(sql`for share`)})
         else (select ${xeroConnections.id} from ${xeroConnections}
               where ${xeroConnections.organizationId} = ${organizationId}
                 and ${xeroConnections.tenantId} = ${tenant} and ${xeroConnections.chosen}) end) as connection_id`,
