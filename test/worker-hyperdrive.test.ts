@@ -8,6 +8,7 @@ import { parse } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
+import { pushStatus, terminateWaitingClaim } from './support/poisoned-claim.js';
 import { type Cluster, startCluster, startStandby, waitForReplay } from './support/postgres.js';
 import { repoRoot, TEST_TOKEN_KEY } from './support/server.js';
 import {
@@ -229,35 +230,9 @@ describe('the Worker through a Hyperdrive binding, in workerd', () => {
     const mf = worker(url, sandboxEnv(sandbox));
     await readyz(mf);
     // The tick's claim waits on a held table lock; its backend is terminated, then the lock let go.
-    // EXCLUSIVE holds writes only: the refresh tick, which runs first, reads due pushes.
-    const locker = new pg.Client(url);
-    await locker.connect();
-    await locker.query('BEGIN');
-    await locker.query('LOCK TABLE invoice_pushes IN EXCLUSIVE MODE');
     const fetcher = (await mf.getWorker()) as unknown as { scheduled(o: { cron: string }): Promise<unknown> };
-    const run = fetcher.scheduled({ cron: '* * * * *' });
-    const dbName = new URL(url).pathname.slice(1);
-    const waiting = await until(
-      async () =>
-        (
-          await cluster.query<{ pid: number }>(
-            `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock' AND query ILIKE '%update invoice_pushes%'`,
-            [dbName],
-          )
-        ).rows,
-      (rows) => rows.length > 0,
-      20_000,
-      25,
-    );
-    await cluster.query('SELECT pg_terminate_backend($1)', [waiting[0]?.pid]);
-    await locker.query('COMMIT');
-    await locker.end();
-    await run;
-    const db = new pg.Client(url);
-    await db.connect();
-    const { rows } = await db.query('SELECT status FROM invoice_pushes WHERE id = $1', [id]);
-    await db.end();
-    expect(rows[0].status).toBe('pushed');
+    await terminateWaitingClaim(cluster, url, () => fetcher.scheduled({ cron: '* * * * *' }));
+    expect(await pushStatus(url, id)).toBe('pushed');
     expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(1);
   });
 

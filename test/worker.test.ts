@@ -13,6 +13,7 @@ import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { startHeartbeatSink } from './support/heartbeat-sink.js';
+import { pushStatus, terminateWaitingClaim } from './support/poisoned-claim.js';
 import { freePort } from './support/ports.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { startSentrySink } from './support/sentry-sink.js';
@@ -520,35 +521,8 @@ describe('the Worker in workerd', () => {
 
     // Hold the queue's table so the tick's claim waits; then kill the waiting backend (57P01, a
     // poison error) and let go. Only a dispose-and-retry inside the invocation can still push it.
-    const locker = new pg.Client(url);
-    await locker.connect();
-    await locker.query('BEGIN');
-    // EXCLUSIVE: writes wait, reads do not (the refresh tick, which runs first, reads due pushes).
-    await locker.query('LOCK TABLE invoice_pushes IN EXCLUSIVE MODE');
-    const run = scheduled(mf);
-    const dbName = new URL(url).pathname.slice(1);
-    const waiting = await until(
-      async () =>
-        (
-          await cluster.query<{ pid: number }>(
-            `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock' AND query ILIKE '%update invoice_pushes%'`,
-            [dbName],
-          )
-        ).rows,
-      (rows) => rows.length > 0,
-      20_000,
-      25,
-    );
-    await cluster.query('SELECT pg_terminate_backend($1)', [waiting[0]?.pid]);
-    await locker.query('COMMIT');
-    await locker.end();
-    await run;
-
-    const db = new pg.Client(url);
-    await db.connect();
-    const { rows } = await db.query('SELECT status FROM invoice_pushes WHERE id = $1', [id]);
-    await db.end();
-    expect(rows[0].status).toBe('pushed');
+    await terminateWaitingClaim(cluster, url, () => scheduled(mf));
+    expect(await pushStatus(url, id)).toBe('pushed');
     expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(1);
   });
 
