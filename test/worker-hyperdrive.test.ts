@@ -21,6 +21,7 @@ import {
   testBox,
 } from './support/ticks.js';
 import { until } from './support/until.js';
+import { workerJsonLines } from './support/worker-log.js';
 
 // The Hyperdrive entry (src/runtime/worker-hyperdrive.ts, what `npm run build:worker:hyperdrive`
 // bundles) in workerd via Miniflare's `hyperdrives` option: workerd gets a HYPERDRIVE binding whose
@@ -64,20 +65,7 @@ function worker(
   onLine?: (line: Record<string, unknown>) => void,
 ): Miniflare {
   const mf = new Miniflare({
-    ...(onLine
-      ? {
-          handleRuntimeStdio: (stdout: NodeJS.ReadableStream) => {
-            let rest = '';
-            stdout.on('data', (chunk: Buffer) => {
-              const lines = (rest + chunk.toString('utf8')).split('\n');
-              rest = lines.pop() ?? '';
-              for (const line of lines) {
-                if (line.startsWith('{')) onLine(JSON.parse(line) as Record<string, unknown>);
-              }
-            });
-          },
-        }
-      : {}),
+    ...workerJsonLines(onLine),
     modules: true,
     scriptPath: join(outdir, 'worker-hyperdrive.js'),
     modulesRoot: outdir,

@@ -28,6 +28,7 @@ import {
   testBox,
 } from './support/ticks.js';
 import { until } from './support/until.js';
+import { workerJsonLines } from './support/worker-log.js';
 
 // The real Worker bundle (what `npm run build:worker` produces) in workerd via Miniflare, against a
 // real Postgres through the local Neon proxy, and the Xero sandbox.
@@ -68,21 +69,7 @@ function worker(
   onLine?: (line: Record<string, unknown>) => void,
 ): Miniflare {
   const mf = new Miniflare({
-    // The Worker's own log lines (JSON on stdout), for tests that count what the isolate did.
-    ...(onLine
-      ? {
-          handleRuntimeStdio: (stdout: NodeJS.ReadableStream) => {
-            let rest = '';
-            stdout.on('data', (chunk: Buffer) => {
-              const lines = (rest + chunk.toString('utf8')).split('\n');
-              rest = lines.pop() ?? '';
-              for (const line of lines) {
-                if (line.startsWith('{')) onLine(JSON.parse(line) as Record<string, unknown>);
-              }
-            });
-          },
-        }
-      : {}),
+    ...workerJsonLines(onLine),
     modules: true,
     scriptPath: join(outdir, 'worker.js'),
     modulesRoot: outdir,
