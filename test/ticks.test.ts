@@ -236,7 +236,7 @@ describe('push tick', () => {
   it('leaves a push leased by a live replica alone, and takes it over once the lease expires', async () => {
     const { org, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Lease Co');
     const id = await queuePush(handle.db, org.id, 'k-lease');
-    // As the crashed replica left it: claimed, and its send recorded as in doubt (in-doubt.ts).
+    // As the crashed replica left it: claimed, and its send recorded as in doubt (claim.ts).
     await handle.db.execute(
       sql`UPDATE invoice_pushes SET lease_owner = 'crashed-replica', lease_expires_at = now() + interval '1 minute', attempts = 1,
             xero_key_sent_at = now(), xero_in_doubt = true WHERE id = ${id}`,
@@ -273,6 +273,43 @@ describe('push tick', () => {
       status: 'queued',
       attempts: 0,
       last_error: 'Xero answered 401',
+    });
+  });
+
+  it('gives a push it does not send back as the claim found it: its key unsent, its doubt as it was', async () => {
+    const { org, grantId } = await connectedOrganization(handle.db, box, sandbox, 'Unopened Token Co');
+    const fresh = await queuePush(handle.db, org.id, 'k-unopened-1');
+    const doubted = await queuePush(handle.db, org.id, 'k-unopened-2');
+    // An earlier attempt under this key may have created the invoice, a minute ago.
+    await handle.db.execute(
+      sql`UPDATE invoice_pushes SET xero_in_doubt = true, xero_key_sent_at = now() - interval '1 minute', attempts = 1
+          WHERE id = ${doubted}`,
+    );
+    const before = await pushRow(url, doubted);
+    // Sealed for another grant: it does not open, so the tick sends neither push.
+    const foreign = await box.seal(
+      'a-token',
+      tokenContext({ id: crypto.randomUUID(), sealContext: null }, 'access'),
+    );
+    await handle.db.execute(
+      sql`UPDATE xero_grants SET access_token_enc = ${foreign}, token_version = token_version + 1 WHERE id = ${grantId}`,
+    );
+    const calls = sandbox.state.statsSnapshot().invoiceCalls;
+    const result = await pushDueInvoices(handle.db, pushDeps());
+    expect(result).toMatchObject({ claimed: 2, deferred: 2, pushed: 0 });
+    expect(sandbox.state.statsSnapshot().invoiceCalls).toBe(calls);
+    expect(await pushRow(url, fresh)).toMatchObject({
+      status: 'queued',
+      attempts: 0,
+      xero_in_doubt: false,
+      xero_key_sent_at: null,
+      lease_owner: null,
+    });
+    expect(await pushRow(url, doubted)).toMatchObject({
+      status: 'queued',
+      attempts: 1,
+      xero_in_doubt: true,
+      xero_key_sent_at: before.xero_key_sent_at,
     });
   });
 });

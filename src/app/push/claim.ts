@@ -30,7 +30,14 @@ export interface ClaimedPush {
   xero_key_generation: number;
   xero_key_age_ms: number | null;
   xero_in_doubt: boolean;
+  /** The marker this push's invoice carries (written by the claim when it records a send). */
   xero_marker: string | null;
+  /**
+   * The claim recorded a send of this push as about to happen (ClaimOptions.sends): its row now says
+   * the key went out and is in doubt. The other fields are as the claim found them, so that a push
+   * not sent after all can be given back as it was.
+   */
+  marked: boolean;
 }
 
 /** Budget a claim took for one tenant: the settle gives back the slots, and whatever went unused. */
@@ -59,6 +66,19 @@ export interface ClaimOptions {
   budget: XeroBudget;
   /** Where the walk over tenants with open pushes starts (a connection id); random when unset. */
   from?: string;
+  /** Record the sends among the claimed pushes as about to happen; unset: the claim records none. */
+  sends?: SendRecord;
+}
+
+/**
+ * How the claim records a send before it happens, in the same UPDATE that leases the push (the tick's
+ * exactly-once record, docs/ticks.md): the key's first send time, the doubt, and the marker.
+ */
+export interface SendRecord {
+  /** A push's marker is this followed by its id (XeroClient.marker with an empty id). */
+  markerPrefix: string;
+  /** A push in doubt whose key is at least this old is looked up, not sent (tick.ts `looksUp`). */
+  resendWithinMs: number;
 }
 
 /** A due push this owner may take. Literal status list: it must match the partial indexes' predicate. */
@@ -90,6 +110,17 @@ export const tenantsVisited = (batchSize: number) => Math.max(200, 4 * batchSize
 /** The current sub-window's number for `w`: epoch milliseconds ÷ its length (budget.ts). */
 export const subWindowAt = (w: SubWindows, at: SQL = sql`now()`) =>
   sql`floor(extract(epoch FROM ${at}) * 1000 / ${w.subMs})::bigint`;
+
+/**
+ * Whether the claim records a send of push `p` (of a sendable tenant): every push it does not look up
+ * instead (tick.ts `looksUp`, the same conditions on the row as found).
+ */
+function recordsSend(sends: SendRecord | undefined): SQL {
+  if (!sends) return sql`false`;
+  return sql`NOT ((p.xero_in_doubt AND p.xero_key_sent_at IS NOT NULL
+                   AND p.xero_key_sent_at <= now() - ${interval(sends.resendWithinMs)})
+              OR (p.xero_key_generation = 0 AND p.xero_key_sent_at IS NULL AND p.status = 'failed'))`;
+}
 
 /** The calls a tenant's row still allows, read from the row itself (the latest version once locked). */
 function room(b: XeroBudget): SQL {
@@ -211,29 +242,41 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
           AND c.id = ANY(ARRAY(SELECT id FROM offer WHERE n > 0))
         RETURNING c.id, (SELECT count(*) FROM unnest(c.budget_slots) AS s WHERE s = stamp.slot)::int AS n),
       picked AS (
-        SELECT p.id FROM granted gr CROSS JOIN LATERAL (
-          SELECT p.id FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`gr.id`)}
+        SELECT p.* FROM granted gr CROSS JOIN LATERAL (
+          SELECT p.id, p.xero_in_doubt, p.xero_key_sent_at,
+                 (${recordsSend(o.sends)}) AS marked
+          FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`gr.id`)}
           ORDER BY p.connection_id, p.next_attempt_at LIMIT gr.n FOR UPDATE SKIP LOCKED) p
         WHERE gr.n > 0),
       orphans AS (
-        SELECT p.id FROM invoice_pushes p WHERE p.connection_id IS NULL AND ${due(o.owner)}
+        SELECT p.id, p.xero_in_doubt, p.xero_key_sent_at, false AS marked
+        FROM invoice_pushes p WHERE p.connection_id IS NULL AND ${due(o.owner)}
         ORDER BY p.next_attempt_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED),
       unsendable AS (
-        SELECT p.id FROM candidates c CROSS JOIN LATERAL (
-          SELECT p.id FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`c.id`)}
+        SELECT p.* FROM candidates c CROSS JOIN LATERAL (
+          SELECT p.id, p.xero_in_doubt, p.xero_key_sent_at, false AS marked
+          FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`c.id`)}
           ORDER BY p.connection_id, p.next_attempt_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED) p
         WHERE NOT c.sendable
         LIMIT ${o.batchSize}),
+      taken AS (SELECT * FROM picked UNION ALL SELECT * FROM orphans UNION ALL SELECT * FROM unsendable),
       claimed AS (
-        UPDATE invoice_pushes SET
+        -- A recorded send (taken.marked) writes what in-doubt pushes need: the key's first send time
+        -- (kept if it went out before), the doubt, and the marker as first sent.
+        UPDATE invoice_pushes p SET
           lease_owner = ${o.owner},
           lease_expires_at = stamp.slot,
-          attempts = attempts + 1,
+          attempts = p.attempts + 1,
+          xero_key_sent_at = CASE WHEN t.marked THEN coalesce(p.xero_key_sent_at, now()) ELSE p.xero_key_sent_at END,
+          xero_in_doubt = p.xero_in_doubt OR t.marked,
+          xero_marker = CASE WHEN t.marked THEN coalesce(p.xero_marker, ${o.sends?.markerPrefix ?? ''} || p.id::text)
+                             ELSE p.xero_marker END,
           updated_at = now()
-        FROM stamp
-        WHERE id = ANY(ARRAY(SELECT id FROM picked UNION ALL SELECT id FROM orphans UNION ALL SELECT id FROM unsendable))
-        RETURNING id, connection_id, payload, attempts, next_attempt_at, status, xero_key_generation, xero_in_doubt,
-                  xero_marker, (extract(epoch FROM now() - xero_key_sent_at) * 1000)::float8 AS xero_key_age_ms),
+        FROM stamp CROSS JOIN taken t
+        WHERE p.id = t.id AND p.id = ANY(ARRAY(SELECT id FROM taken))
+        RETURNING p.id, p.connection_id, p.payload, p.attempts, p.next_attempt_at, p.status, p.xero_key_generation,
+                  t.xero_in_doubt, p.xero_marker, t.marked,
+                  (extract(epoch FROM now() - t.xero_key_sent_at) * 1000)::float8 AS xero_key_age_ms),
       app_spent AS (
         UPDATE xero_app_limits a SET
           budget_minute_counts = ${windowAdd(
@@ -250,7 +293,7 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
       SELECT 'push' AS kind, p.id, p.connection_id, p.payload, p.attempts, c.tenant_id, c.grant_id, c.active,
              c.token_version, c.token_fresh, NULL::int AS granted, NULL::text AS slot_us, NULL::text AS claim_us,
              NULL::text AS minute_at, NULL::text AS day_at, p.next_attempt_at, p.status, p.xero_key_generation,
-             p.xero_key_age_ms, p.xero_in_doubt, p.xero_marker
+             p.xero_key_age_ms, p.xero_in_doubt, p.xero_marker, p.marked
       FROM claimed p LEFT JOIN LATERAL (
         SELECT xc.tenant_id, xc.grant_id, (xc.status = 'active' AND g.status = 'active') AS active, g.token_version,
                (g.access_token_enc IS NOT NULL AND g.access_expires_at > now() + interval '5 seconds') AS token_fresh
@@ -259,7 +302,7 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
       UNION ALL
       SELECT 'grant', NULL, gr.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, gr.n,
              (extract(epoch FROM stamp.slot) * 1000000)::bigint::text, (extract(epoch FROM stamp.at) * 1000000)::bigint::text,
-             stamp.minute_at::text, stamp.day_at::text, NULL, NULL, NULL, NULL, NULL, NULL
+             stamp.minute_at::text, stamp.day_at::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL
       FROM granted gr CROSS JOIN stamp
       WHERE gr.n > 0 AND (SELECT count(*) FROM app_spent) >= 0
       ORDER BY kind DESC, next_attempt_at`),

@@ -7,7 +7,6 @@ import { idempotencyKeyOf, type XeroClient } from '../xero/client.js';
 import type { XeroBudget } from './budget.js';
 import { type ClaimedPush, claimPushes } from './claim.js';
 import { type CallOutcome, dispatchPushes, type ReadyPush } from './dispatch.js';
-import { markSending } from './in-doubt.js';
 import { type Settlement, settlePushes } from './settle.js';
 import {
   type AppSignals,
@@ -41,16 +40,30 @@ export interface PushTickResult {
   deferred: number;
 }
 
-interface Ready extends ReadyPush {
-  connectionId: string;
-  grantId: string;
+/** A claimed push as the claim found it, and whether the claim recorded its send (ClaimedPush.marked). */
+interface Unsent {
+  id: string;
   attempts: number;
+  marked: boolean;
   /** As the claim found it: an earlier attempt under this key may have created the invoice. */
   inDoubt: boolean;
   /** How long ago this key was first sent (database clock); null: never. */
   keyAgeMs: number | null;
+}
+
+interface Ready extends ReadyPush, Unsent {
+  connectionId: string;
+  grantId: string;
   marker: string;
 }
+
+const unsentOf = (push: ClaimedPush): Unsent => ({
+  id: push.id,
+  attempts: push.attempts,
+  marked: push.marked === true,
+  inDoubt: push.xero_in_doubt,
+  keyAgeMs: push.xero_key_age_ms === null ? null : Number(push.xero_key_age_ms),
+});
 
 /**
  * Xero keeps an Idempotency-Key "for 6 minutes from the time of the first call, after which they
@@ -82,12 +95,12 @@ const DAY_PARK_FALLBACK_MS = 3_600_000;
 // test's shortened minute shortens it too).
 
 /**
- * Claims due pushes with one statement that writes a lease and looks up their connections, records
- * the sends about to happen (markSending), makes one Xero call per push (a send under its current
- * Idempotency-Key, or a lookup by its marker: looksUp), and records every outcome of the batch with one
- * statement fenced on the lease. Replicas never push the same invoice at once, and the same
- * statements run over every driver, Neon's HTTP one included. Four round trips per batch in the
- * steady state (claim, sends, Xero's rate-limit signals, settle), plus one to read tokens not yet decrypted,
+ * Claims due pushes with one statement that writes a lease, records the sends about to happen and looks
+ * up their connections, makes one Xero call per push (a send under its current Idempotency-Key, or a
+ * lookup by its marker: looksUp), and records every outcome of the batch with one statement fenced on
+ * the lease. Replicas never push the same invoice at once, and the same statements run over every
+ * driver, Neon's HTTP one included. Three database round trips per batch in the steady state (claim,
+ * Xero's rate-limit signals when it sent any, settle), plus one to read tokens not yet decrypted,
  * one to expire tokens Xero answered 401 for and one to mark connections it answered 403 for; per push,
  * only synchronous work besides the Xero call.
  */
@@ -99,6 +112,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
     leaseMs: deps.leaseMs,
     batchSize: deps.batchSize,
     budget: deps.budget,
+    sends: { markerPrefix: deps.xero.marker(''), resendWithinMs: KEY_RESEND_WITHIN_MS },
   });
   const result: PushTickResult = { claimed: claimed.length, pushed: 0, retrying: 0, dead: 0, deferred: 0 };
   if (claimed.length === 0 && grants.length === 0) return result;
@@ -106,26 +120,20 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
   const used = new Map<string, number>();
 
   // Outcomes are collected and written together at the end. If the tick dies before that write, the
-  // leases expire and the pushes are retried as markSending left them: in doubt, under the same key
+  // leases expire and the pushes are retried as the claim left them: in doubt, under the same key
   // inside Xero's window, looked up after it.
   const settlements: Settlement[] = [];
+  // Not sent after all: what the claim recorded for the send is taken back.
+  const unsent = (push: Unsent): Pick<Settlement, 'inDoubt' | 'key'> =>
+    push.marked
+      ? { inDoubt: push.inDoubt, ...(push.keyAgeMs === null ? { key: 'unsent' as const } : {}) }
+      : {};
   // Not this invoice's fault: the attempt is given back.
-  const defer = (push: { id: string; attempts: number }, retryInMs: number) => {
-    settlements.push({ id: push.id, retryInMs, attempts: push.attempts - 1 });
+  const defer = (push: Unsent, retryInMs: number) => {
+    settlements.push({ id: push.id, retryInMs, attempts: push.attempts - 1, ...unsent(push) });
     result.deferred += 1;
   };
-  // Not sent after all (its time to start ran out): what markSending wrote is taken back.
-  const deferReady = (push: Ready, retryInMs: number) => {
-    settlements.push({
-      id: push.id,
-      retryInMs,
-      attempts: push.attempts - 1,
-      inDoubt: push.inDoubt,
-      ...(push.keyAgeMs === null && push.lookup === null ? { key: 'unsent' as const } : {}),
-    });
-    result.deferred += 1;
-  };
-  const internalError = (push: { id: string; attempts: number }, err: unknown) => {
+  const internalError = (push: Unsent, err: unknown) => {
     // A bug or a corrupt row: keep it from blocking the batch, and leave a trace on the push.
     deps.log.error('push failed unexpectedly', { push: push.id, err });
     settlements.push({
@@ -133,6 +141,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
       status: 'failed',
       retryInMs: backoffMs(push.attempts, deps.backoff),
       lastError: 'internal error',
+      ...unsent(push),
     });
   };
 
@@ -144,7 +153,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
       settlements.push({ id: push.id, status: 'awaiting_connection', attempts: push.attempts - 1 });
       result.deferred += 1;
     } else if (!push.token_fresh) {
-      defer(push, 15_000); // still due, so the next refresh run renews its grant first (refresh-tokens.ts)
+      defer(unsentOf(push), 15_000); // still due, so the next refresh run renews its grant first (refresh-tokens.ts)
     } else {
       sendable.push(push);
       versions.set(push.grant_id, push.token_version ?? 0);
@@ -160,7 +169,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
     const connectionId = push.connection_id as string;
     const grantId = push.grant_id as string;
     const token = tokens.get(grantId);
-    if (token === undefined) defer(push, 15_000);
+    if (token === undefined) defer(unsentOf(push), 15_000);
     else if (token instanceof Error) {
       // The grant's fault, not the invoice's (a key not configured, a corrupt row): the push keeps its
       // attempts and waits a minute. The token is expired below, so the refresh tick re-seals a fresh
@@ -171,14 +180,14 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
           reason: token.message,
         });
       unopened.add(grantId);
-      defer(push, 60_000);
+      defer(unsentOf(push), 60_000);
     } else {
       try {
         // The marker as first sent: the same request under the same key, whatever the config became.
         const marker = push.xero_marker ?? deps.xero.marker(push.id);
         const lookup = looksUp(push);
         prepared.push({
-          id: push.id,
+          ...unsentOf(push),
           tenantId: push.tenant_id as string,
           token,
           key: idempotencyKeyOf(push.id, Number(push.xero_key_generation)),
@@ -186,20 +195,20 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
           lookup: lookup ? marker : null,
           connectionId,
           grantId,
-          attempts: push.attempts,
-          inDoubt: push.xero_in_doubt,
-          keyAgeMs: push.xero_key_age_ms === null ? null : Number(push.xero_key_age_ms),
           marker,
         });
       } catch (err) {
-        internalError(push, err);
+        internalError(unsentOf(push), err);
       }
     }
   }
-  // Before any send: the row says the key went out and may have created the invoice (in-doubt.ts).
-  const sends = prepared.filter((p) => p.lookup === null);
-  const ours = await markSending(db, deps.owner, sends);
-  const ready = prepared.filter((p) => p.lookup !== null || ours.has(p.id));
+  // A send goes out only if its row already says the key went out and may have created the invoice
+  // (the claim wrote that). The claim records every send the tick makes, so this defers nothing.
+  const ready: Ready[] = [];
+  for (const push of prepared) {
+    if (push.lookup !== null || push.marked) ready.push(push);
+    else defer(push, 0);
+  }
 
   let poison: unknown;
   const unauthorized = new Set<string>();
@@ -241,7 +250,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
         if (poisonReason(err) !== undefined) poison ??= err;
         else internalError(push, err);
       },
-      deferred: (push, retryInMs) => deferReady(push, retryInMs),
+      deferred: (push, retryInMs) => defer(push, retryInMs),
     },
   );
   const sideEffects: [string, () => Promise<void>][] = [
