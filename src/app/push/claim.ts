@@ -212,19 +212,27 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
         SELECT c.* FROM visited t CROSS JOIN LATERAL (
           -- LIMIT 1 keeps this a lookup by primary key per tenant found, never a join over every connection.
           SELECT c.id, c.budget_served_at AS last_served, (${sendable}) AS sendable,
-                 (c.parked_until IS NULL OR c.parked_until <= now()) AS unparked,
-                 (SELECT count(*) FROM (SELECT 1 FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`c.id`)}
-                                        LIMIT ${b.concurrent}) d)::int AS due,
-                 ${room(b)} AS room
-          FROM xero_connections c JOIN xero_grants g ON g.id = c.grant_id CROSS JOIN stamp
+                 (c.parked_until IS NULL OR c.parked_until <= now()) AS unparked
+          FROM xero_connections c JOIN xero_grants g ON g.id = c.grant_id
           WHERE c.id = t.id LIMIT 1) c),
-      ranked AS (
-        SELECT id, least(due, room) AS due,
-               sum(least(due, room)) OVER (ORDER BY last_served NULLS FIRST, id ROWS UNBOUNDED PRECEDING) AS upto
-        FROM candidates WHERE sendable AND unparked AND due > 0 AND room > 0),
-      offer AS (
-        SELECT ranked.id, greatest(0, least(ranked.due, total.n - (ranked.upto - ranked.due)))::int AS n
-        FROM ranked CROSS JOIN total),
+      queue AS (
+        SELECT coalesce(array_agg(id ORDER BY last_served NULLS FIRST, id), '{}') AS ids
+        FROM candidates WHERE sendable AND unparked),
+      -- Offers the batch to the queue in order, each tenant as much as it has due and room for, and
+      -- stops once the batch is spent: a tenant's due pushes and room are counted only when its turn
+      -- comes, so a claim's cost follows the tenants it serves, not the tenants it looked at.
+      walk AS (
+        SELECT 0 AS i, 0 AS upto, NULL::uuid AS id, 0 AS n
+        UNION ALL
+        SELECT w.i + 1, w.upto + x.n, x.id, x.n
+        FROM walk w CROSS JOIN queue q CROSS JOIN total CROSS JOIN LATERAL (
+          SELECT c.id, greatest(0, least(total.n - w.upto,
+                   (SELECT count(*) FROM (SELECT 1 FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`c.id`)}
+                                          LIMIT ${b.concurrent}) d)::int,
+                   ${room(b)}))::int AS n
+          FROM xero_connections c CROSS JOIN stamp WHERE c.id = q.ids[w.i + 1]) x
+        WHERE w.i < cardinality(q.ids) AND w.upto < total.n),
+      offer AS (SELECT id, n FROM walk WHERE id IS NOT NULL),
       granted AS (
         -- The room is computed once, from the row's latest version (an UPDATE that waited for the row
         -- re-reads it), and spent on every counter. A tenant whose room is gone by then gets 0.
