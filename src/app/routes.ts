@@ -1,6 +1,5 @@
-import type { Logger } from '@honest-health/platform';
+import { Hono, type Logger } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
-import { Hono } from 'hono';
 import { apiHeaders } from './api-headers.js';
 import type { ApiKeyIndex } from './api-key-index.js';
 import { type AuthEnv, requireApiKey } from './auth.js';

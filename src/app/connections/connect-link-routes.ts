@@ -1,4 +1,4 @@
-import { Hono } from 'hono';
+import { Hono } from '@honest-health/platform';
 import type { AuthEnv } from '../auth.js';
 import type { XeroConfig } from '../config.js';
 import { ApiError } from '../errors.js';

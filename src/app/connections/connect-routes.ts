@@ -1,6 +1,6 @@
-import type { Logger } from '@honest-health/platform';
+import { Hono, type Logger } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
-import { type Context, Hono } from 'hono';
+import type { Context } from 'hono';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import type { AuthEnv } from '../auth.js';
 import type { XeroConfig } from '../config.js';

@@ -1,8 +1,7 @@
 import type { Logger } from '@honest-health/platform';
-import { validate } from '@honest-health/platform';
+import { Hono, validate } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
 import { and, eq, sql } from 'drizzle-orm';
-import { Hono } from 'hono';
 import { uuid } from 'zod/mini';
 import type { AuthEnv } from '../auth.js';
 import { ApiError, errorBody } from '../errors.js';

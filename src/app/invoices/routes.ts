@@ -1,6 +1,5 @@
-import { validate } from '@honest-health/platform';
+import { Hono, validate } from '@honest-health/platform';
 import { sha256Hex } from '@honest-health/platform/crypto';
-import { Hono } from 'hono';
 import { coerce, int, maximum, minimum, optional, strictObject, string, uuid, enum as zenum } from 'zod/mini';
 import type { AuthEnv } from '../auth.js';
 import { limitBodySize } from '../body-size.js';

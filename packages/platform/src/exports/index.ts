@@ -6,6 +6,7 @@ export type { ProcessDatabase } from '../db/process-database.js';
 export * from '../db/statements.js';
 export * from '../db/types.js';
 export * from '../http/error-body.js';
+export * from '../http/hono.js';
 export * from '../http/module.js';
 export * from '../metrics/registry.js';
 export * from '../util/config.js';

@@ -1,7 +1,8 @@
-import { type Context, Hono } from 'hono';
+import type { Context } from 'hono';
 import type { ProbeResult } from '../db/probe.js';
 import { errorBody } from './error-body.js';
 import type { ReadinessGate } from './gate.js';
+import { Hono } from './hono.js';
 
 /** The write probe as readiness uses it: a fresh check, or the last one. */
 export interface ReadinessCheck {

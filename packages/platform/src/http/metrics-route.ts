@@ -1,6 +1,7 @@
-import { type Context, Hono } from 'hono';
+import type { Context } from 'hono';
 import { errorBody } from './error-body.js';
 import { methodNotAllowed } from './health.js';
+import { Hono } from './hono.js';
 
 const SCRAPE_METHODS = 'GET, HEAD, OPTIONS';
 

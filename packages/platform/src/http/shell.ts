@@ -1,4 +1,4 @@
-import { type Context, Hono } from 'hono';
+import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { DatabaseHandle } from '../db/handle.js';
 import { isPoolExhausted, poisonReason } from '../db/poison.js';
@@ -10,6 +10,7 @@ import type { Telemetry } from '../util/telemetry.js';
 import { errorBody } from './error-body.js';
 import type { ReadinessGate } from './gate.js';
 import { healthRoutes } from './health.js';
+import { Hono } from './hono.js';
 import { metricsRoutes } from './metrics-route.js';
 import type { AppEnv, AppInstance, RequestScope } from './module.js';
 import { currentRequestId, observeRequests } from './request-telemetry.js';

@@ -1,9 +1,10 @@
-import { type Context, Hono } from 'hono';
+import type { Context } from 'hono';
 import type { DatabasePool } from '../db/types.js';
 import { evaluateTickHealth, type MonitoredTick, type TickHealthPolicy } from '../jobs/tick-health.js';
 import { readTickHealth, tickErrorCode } from '../jobs/tick-health-store.js';
 import type { Logger } from '../util/log.js';
 import { withTimeout } from '../util/timeout.js';
+import { Hono } from './hono.js';
 import { hasMetricsToken, unauthorized } from './metrics-route.js';
 
 export const TICK_HEALTH_PATH = '/healthz/ticks';
