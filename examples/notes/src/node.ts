@@ -4,4 +4,8 @@ import { runOnNode } from '@honest-health/platform/node';
 import { notesProcess } from './process-module.js';
 
 // The embedded PGlite without DATABASE_URL, node-postgres with one: the drivers this entry bundles.
-await runOnNode(notesProcess, { databases: [pgliteDatabase, pgDatabase] });
+// On Fly, each machine's id names the replica in heartbeats and tick records (else the host name).
+await runOnNode(notesProcess, {
+  databases: [pgliteDatabase, pgDatabase],
+  instanceId: process.env.FLY_MACHINE_ID,
+});

@@ -8,7 +8,7 @@ import { recordTickFinish, recordTickStart, tickErrorCode } from './tick-health-
 export interface TickMonitorOptions {
   /** Where runs are recorded (the tick's own handle: its current pool, fresh after a dispose). */
   database: DatabaseHandle;
-  /** This replica (FLY_MACHINE_ID, the host name) or, on Workers, one name for every invocation. */
+  /** This replica (ProcessOptions.instanceId, else the host name) or, on Workers, one name for every invocation. */
   instanceId: string;
   log: Logger;
   errors: ErrorTracker;

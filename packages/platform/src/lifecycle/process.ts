@@ -50,6 +50,11 @@ export interface ProcessOptions {
    * the configuration (DATABASE_URL, DATABASE_DRIVER) picks one, and an unoffered choice is a configuration error.
    */
   databases: readonly ProcessDatabase[];
+  /**
+   * This replica's name in the write probe's heartbeat row and in tick records; the host name when
+   * unset. A host that names its machines says so here (Fly: `process.env.FLY_MACHINE_ID`).
+   */
+  instanceId?: string;
 }
 
 // After a signal during boot, steps that watch it stop within a poll; anything else is cut short here.

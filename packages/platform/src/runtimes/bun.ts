@@ -54,7 +54,7 @@ export async function runOnBun<C, E extends AppEnv>(
       version: process.versions.bun ?? 'unknown',
       env: process.env,
       listen: listenBun,
-      instanceId: process.env.FLY_MACHINE_ID ?? hostname(),
+      instanceId: options.instanceId || hostname(),
       exit: (code) => (reloading ? stopped() : process.exit(code)),
       onSignal: (handler) => {
         shutdown = handler;

@@ -30,7 +30,7 @@ export async function runOnNode<C, E extends AppEnv>(
       version: process.versions.node,
       env: process.env,
       listen: listenNode,
-      instanceId: process.env.FLY_MACHINE_ID ?? hostname(),
+      instanceId: options.instanceId || hostname(),
       exit: (code) => process.exit(code),
       onSignal: (handler) => {
         for (const signal of SIGNALS) {
