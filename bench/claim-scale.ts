@@ -15,8 +15,9 @@ import type { DatabaseHandle } from '@honest-health/platform/db';
 import pg from 'pg';
 import { createOrganization } from '../src/app/organizations.js';
 import { subWindows, XERO_BUDGET, type XeroBudget } from '../src/app/push/budget.js';
-import { claimPushes } from '../src/app/push/claim.js';
+import { claimPushes, type SendRecord } from '../src/app/push/claim.js';
 import { settlePushes } from '../src/app/push/settle.js';
+import { KEY_RESEND_WITHIN_MS } from '../src/app/push/tick.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { startCluster } from '../test/support/postgres.js';
 import { captureLog, openDatabase, queueBacklog } from '../test/support/ticks.js';
@@ -28,6 +29,11 @@ const COUNTS = (process.env.BENCH_TENANT_COUNTS ?? '20,2000,10000').split(',').m
 const CLAIMS = intEnv('BENCH_CLAIMS', 10);
 const ROUNDS = intEnv('BENCH_ROUNDS', 2);
 const BATCH = intEnv('BENCH_BATCH', 50);
+// As the push tick records its sends: the marker is as long as a deployed server's.
+const SENDS: SendRecord = {
+  markerPrefix: 'https://honest-health.example.com/api/invoices/',
+  resendWithinMs: KEY_RESEND_WITHIN_MS,
+};
 const BACKLOG_TENANTS = 20;
 const BACKLOG_EACH = intEnv('BENCH_BACKLOG_EACH', 2500);
 const CONTENTION_S = intEnv('BENCH_CONTENTION_S', 5);
@@ -85,9 +91,15 @@ try {
     await sql.query('VACUUM ANALYZE xero_connections, xero_app_limits, invoice_pushes');
   }
 
-  /** One claim and its settle (every claimed push pushed, the budget given back). */
+  /** One claim, recording its sends as the push tick's does, and its settle (every push pushed, the budget given back). */
   async function claimAndSettle(db: DatabaseHandle, owner: string, budget: XeroBudget) {
-    const claim = await claimPushes(db.db, { owner, leaseMs: 60_000, batchSize: BATCH, budget });
+    const claim = await claimPushes(db.db, {
+      owner,
+      leaseMs: 60_000,
+      batchSize: BATCH,
+      budget,
+      sends: SENDS,
+    });
     return {
       claim,
       settle: async () => {
@@ -132,6 +144,7 @@ try {
       leaseMs: 60_000,
       batchSize: BATCH,
       budget: XERO_BUDGET,
+      sends: SENDS,
     });
     const read: Record<string, number> = {};
     let seqScans = 0;
