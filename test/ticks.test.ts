@@ -276,6 +276,23 @@ describe('push tick', () => {
     });
   });
 
+  it('keeps a push in doubt when its call threw: it may have reached Xero', async () => {
+    const { org } = await connectedOrganization(handle.db, box, sandbox, 'Throwing Client Co');
+    const id = await queuePush(handle.db, org.id, 'k-throw');
+    const deps = pushDeps();
+    // A bug in the client after the request went out.
+    const xero = {
+      ...deps.xero,
+      putInvoice: async () => {
+        throw new TypeError('a bug after the request went out');
+      },
+    };
+    await pushDueInvoices(handle.db, { ...deps, xero });
+    const row = await pushRow(url, id);
+    expect(row).toMatchObject({ status: 'failed', last_error: 'internal error', xero_in_doubt: true });
+    expect(row.xero_key_sent_at).not.toBeNull();
+  });
+
   it('gives a push it does not send back as the claim found it: its key unsent, its doubt as it was', async () => {
     const { org, grantId } = await connectedOrganization(handle.db, box, sandbox, 'Unopened Token Co');
     const fresh = await queuePush(handle.db, org.id, 'k-unopened-1');

@@ -133,15 +133,16 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
     settlements.push({ id: push.id, retryInMs, attempts: push.attempts - 1, ...unsent(push) });
     result.deferred += 1;
   };
-  const internalError = (push: Unsent, err: unknown) => {
-    // A bug or a corrupt row: keep it from blocking the batch, and leave a trace on the push.
+  // A bug or a corrupt row: keep it from blocking the batch, and leave a trace on the push. `sent`: the
+  // call was made, so it may have reached Xero and the claim's record of the send stays.
+  const internalError = (push: Unsent, err: unknown, sent: boolean) => {
     deps.log.error('push failed unexpectedly', { push: push.id, err });
     settlements.push({
       id: push.id,
       status: 'failed',
       retryInMs: backoffMs(push.attempts, deps.backoff),
       lastError: 'internal error',
-      ...unsent(push),
+      ...(sent ? {} : unsent(push)),
     });
   };
 
@@ -198,7 +199,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
           marker,
         });
       } catch (err) {
-        internalError(unsentOf(push), err);
+        internalError(unsentOf(push), err, false);
       }
     }
   }
@@ -248,7 +249,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
         // The client classifies every answer, so a throw is a bug. Should it ever be a poison error,
         // the push is not settled: its lease expires and another tick takes it.
         if (poisonReason(err) !== undefined) poison ??= err;
-        else internalError(push, err);
+        else internalError(push, err, true);
       },
       deferred: (push, retryInMs) => defer(push, retryInMs),
     },
