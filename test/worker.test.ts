@@ -47,11 +47,27 @@ const started: Miniflare[] = [];
 
 beforeAll(async () => {
   outdir = mkdtempSync(join(tmpdir(), 'worker-bundle-'));
+  const wranglerEnv = {
+    ...process.env,
+    XDG_CONFIG_HOME: join(outdir, 'config'),
+    WRANGLER_SEND_METRICS: 'false',
+  };
   execFileSync('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', outdir], {
     cwd: repoRoot,
-    env: { ...process.env, XDG_CONFIG_HOME: join(outdir, 'config'), WRANGLER_SEND_METRICS: 'false' },
+    env: wranglerEnv,
     stdio: 'pipe',
   });
+  // The errors Tail Worker, as `npm run deploy:workers:errors` builds it.
+  const errorsDir = join(outdir, 'errors');
+  execFileSync(
+    'npx',
+    ['wrangler', 'deploy', '-c', 'wrangler.errors.toml', '--dry-run', '--outdir', errorsDir],
+    {
+      cwd: repoRoot,
+      env: wranglerEnv,
+      stdio: 'pipe',
+    },
+  );
   [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
   proxy = await startNeonProxy({ upstream: cluster.url() });
 }, 180_000);
@@ -68,8 +84,13 @@ function worker(
   neonProxy: { url: string } = proxy,
   onLine?: (line: Record<string, unknown>) => void,
 ): Miniflare {
-  const mf = new Miniflare({
-    ...workerJsonLines(onLine),
+  const mf = new Miniflare({ ...workerJsonLines(onLine), ...appWorker(bindings, neonProxy) });
+  started.push(mf);
+  return mf;
+}
+
+function appWorker(bindings: Record<string, string>, neonProxy: { url: string } = proxy) {
+  return {
     modules: true,
     scriptPath: join(outdir, 'worker.js'),
     modulesRoot: outdir,
@@ -83,6 +104,29 @@ function worker(
       METRICS_PUBLIC: 'true',
       ...bindings,
     },
+  } as const;
+}
+
+/**
+ * The Worker with its errors Tail Worker, as wrangler.toml's commented tail_consumers deploys them:
+ * the app Worker writes its reports as console lines (ERROR_REPORTS=tail), the Tail Worker sends them
+ * to `sentryDsn` once each invocation ends.
+ */
+function workerWithErrorTail(bindings: Record<string, string>, sentryDsn: string): Miniflare {
+  const errorsDir = join(outdir, 'errors');
+  const mf = new Miniflare({
+    workers: [
+      { name: 'app', ...appWorker({ ERROR_REPORTS: 'tail', ...bindings }), tails: ['errors'] },
+      {
+        name: 'errors',
+        modules: true,
+        scriptPath: join(errorsDir, 'worker-errors.js'),
+        modulesRoot: errorsDir,
+        compatibilityDate: wrangler.compatibility_date,
+        compatibilityFlags: wrangler.compatibility_flags,
+        bindings: { SENTRY_DSN: sentryDsn },
+      },
+    ],
   });
   started.push(mf);
   return mf;
@@ -520,13 +564,15 @@ describe('the Worker in workerd', () => {
     const [sentry, heartbeats] = await Promise.all([startSentrySink(), startHeartbeatSink()]);
     try {
       const interval = 1000;
-      const mf = worker({
-        DATABASE_URL: neonUrl(url),
-        ...sandboxEnv(sandbox),
-        TICK_INTERVAL_MS: String(interval),
-        SENTRY_DSN: sentry.dsn,
-        TICK_HEARTBEAT_URL_PUSH_INVOICES: heartbeats.urlFor('push'),
-      });
+      const mf = workerWithErrorTail(
+        {
+          DATABASE_URL: neonUrl(url),
+          ...sandboxEnv(sandbox),
+          TICK_INTERVAL_MS: String(interval),
+          TICK_HEARTBEAT_URL_PUSH_INVOICES: heartbeats.urlFor('push'),
+        },
+        sentry.dsn,
+      );
       // No cron has fired yet, and an isolate has no start to wait from: overdue at once.
       const before = await tickHealth(mf);
       expect(before.status).toBe(503);
@@ -550,9 +596,15 @@ describe('the Worker in workerd', () => {
       );
       expect(metrics).toMatch(/^honest_health_tick_consecutive_failures\{tick="push-invoices"\} 0$/m);
 
-      // scheduled() flushed its check-ins before returning: in_progress then ok, on the trigger's crontab.
-      const pushCheckIns = sentry.items.filter(
-        (i) => i.header.type === 'check_in' && i.payload.monitor_slug === 'push-invoices',
+      // The Tail Worker sends the invocation's check-ins once it ends: in_progress then ok, on the
+      // trigger's crontab.
+      const checkInsOf = () =>
+        sentry.items.filter(
+          (i) => i.header.type === 'check_in' && i.payload.monitor_slug === 'push-invoices',
+        );
+      const pushCheckIns = await until(
+        async () => checkInsOf(),
+        (items) => items.length >= 2,
       );
       expect(pushCheckIns.map((i) => i.payload.status)).toEqual(['in_progress', 'ok']);
       expect(pushCheckIns[1]?.payload).toMatchObject({
@@ -602,13 +654,15 @@ describe('the Worker in workerd', () => {
     const [sentry, heartbeats] = await Promise.all([startSentrySink(), startHeartbeatSink()]);
     try {
       // Over Neon's HTTP driver throughout: no sessions, so every tick health record is one statement.
-      const mf = worker({
-        DATABASE_URL: neonUrl(url),
-        DATABASE_DRIVER: 'neon-http',
-        ...sandboxEnv(sandbox),
-        SENTRY_DSN: sentry.dsn,
-        TICK_HEARTBEAT_URL_PUSH_INVOICES: heartbeats.urlFor('push'),
-      });
+      const mf = workerWithErrorTail(
+        {
+          DATABASE_URL: neonUrl(url),
+          DATABASE_DRIVER: 'neon-http',
+          ...sandboxEnv(sandbox),
+          TICK_HEARTBEAT_URL_PUSH_INVOICES: heartbeats.urlFor('push'),
+        },
+        sentry.dsn,
+      );
       await scheduled(mf);
       expect((await tickHealth(mf)).status).toBe(200);
 
@@ -624,10 +678,21 @@ describe('the Worker in workerd', () => {
       });
       expect(failing.body.ticks['refresh-tokens']?.status).toBe('ok');
       expect((await readyz(mf)).status).toBe(200);
-      const statuses = sentry.items
-        .filter((i) => i.header.type === 'check_in' && i.payload.monitor_slug === 'push-invoices')
-        .map((i) => i.payload.status);
+      const statuses = await until(
+        async () =>
+          sentry.items
+            .filter((i) => i.header.type === 'check_in' && i.payload.monitor_slug === 'push-invoices')
+            .map((i) => i.payload.status),
+        (s) => s.length >= 6,
+      );
       expect(statuses).toEqual(['in_progress', 'ok', 'in_progress', 'error', 'in_progress', 'error']);
+      // Each failed run's error went the same way, with its tick's tag, its cause, and no parameters.
+      const events = sentry.items.filter((i) => i.header.type === 'event');
+      expect(events.length).toBeGreaterThanOrEqual(2);
+      expect(events[0]?.payload).toMatchObject({ tags: { tick: 'push-invoices' } });
+      const reported = JSON.stringify(events[0]?.payload.exception);
+      expect(reported).toContain('permission denied for table invoice_pushes');
+      expect(reported).not.toMatch(/params: (?!\[redacted\])/);
       expect(heartbeats.pings.map((p) => p.signal)).toEqual([
         'start',
         'success',

@@ -154,6 +154,35 @@ describe('the platform package', () => {
     expect(workers.filter((input) => nodeOnly.includes(input))).toEqual([]);
   });
 
+  it("keeps the error-tracking SDK out of the app's Worker bundles: it is in the errors Tail Worker's", async () => {
+    // What the output holds: a lazily imported module the bundle never reaches is resolved (listed in
+    // the metafile's inputs) but tree-shaken away.
+    const inputsOf = async (entryPoint: string) => {
+      const { metafile } = await build({
+        absWorkingDir: repoRoot,
+        entryPoints: [entryPoint],
+        bundle: true,
+        write: false,
+        metafile: true,
+        outdir: join(dir, 'out-sdk'),
+        platform: 'node',
+        format: 'esm',
+        external: ['cloudflare:*', 'pg-native'],
+        logLevel: 'silent',
+      });
+      return Object.values(metafile.outputs).flatMap((o) =>
+        Object.entries(o.inputs)
+          .filter(([, i]) => i.bytesInOutput > 0)
+          .map(([input]) => input),
+      );
+    };
+    const sdk = (input: string) => input.includes('toucan') || input.includes('@sentry/');
+    for (const entry of ['src/runtime/worker.ts', 'src/runtime/worker-hyperdrive.ts']) {
+      expect((await inputsOf(entry)).filter(sdk), entry).toEqual([]);
+    }
+    expect((await inputsOf('src/runtime/worker-errors.ts')).some(sdk)).toBe(true);
+  });
+
   it('resolves and loads every entry by name for Vite', async () => {
     for (const [key] of entries) {
       const loaded = (await import(/* @vite-ignore */ specifier(key))) as object;

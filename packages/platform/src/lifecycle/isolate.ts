@@ -22,7 +22,7 @@ import { createScrapeCache } from '../metrics/scrape-cache.js';
 import { loadTelemetryConfig } from '../telemetry/config.js';
 import { type Config, ConfigError, type Env, loadAll, loadConfig } from '../util/config.js';
 import { errorCode } from '../util/error-chain.js';
-import { createErrorTracker, disabledErrorTracker, type ErrorTracker } from '../util/error-tracking.js';
+import { disabledErrorTracker, type ErrorTracker } from '../util/error-tracking.js';
 import { resolveIdentity } from '../util/identity.js';
 import { createLogger, type Logger } from '../util/log.js';
 import { withLogContext } from '../util/log-context.js';
@@ -32,6 +32,7 @@ import { createDatabases, type Databases } from './databases.js';
 import { FollowUpRuns } from './follow-up-runs.js';
 import { bootCauseOf, IsolateBootError, RetryingBoot } from './isolate-boot.js';
 import type { Bindings, IsolateDatabase } from './isolate-database.js';
+import type { IsolateErrorTracking } from './isolate-errors.js';
 
 // The isolate lifecycle (Cloudflare Workers; ARCHITECTURE.md, "Workers"). There is no process to boot:
 // an isolate's first request builds the app once (configuration, the app module, the HTTP shell, the
@@ -71,6 +72,8 @@ interface Isolate<E extends AppEnv> {
 export interface IsolateOptions {
   /** The databases this bundle can reach, in order of precedence (isolate-database.ts). */
   databases: readonly IsolateDatabase[];
+  /** How this bundle reports errors and check-ins (isolate-errors.ts); unset: it does not. */
+  errorTracking?: IsolateErrorTracking;
 }
 
 /**
@@ -128,9 +131,16 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
         database: database.name,
       });
     }
-    const errors = config.sentryDsn
-      ? await createErrorTracker(config.sentryDsn).catch(() => disabledErrorTracker)
+    const errors = options.errorTracking
+      ? await options.errorTracking.create(env).catch(() => disabledErrorTracker)
       : disabledErrorTracker;
+    if (config.sentryDsn && options.errorTracking?.name !== 'sentry') {
+      log.warn(
+        options.errorTracking?.name === 'tail'
+          ? "SENTRY_DSN is not read here: it is the errors Tail Worker's secret (ERROR_REPORTS=tail sends reports there)"
+          : 'SENTRY_DSN is set, but this bundle reports no errors: it was built without errorTracking',
+      );
+    }
     const telemetry = loadTelemetryConfig(env, identity);
     for (const problem of tickHealth.warnings) log.warn('tick heartbeat misconfigured', { problem });
     if (telemetry.tracesEndpoint) {

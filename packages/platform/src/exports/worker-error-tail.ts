@@ -1,0 +1,1 @@
+export { createErrorTail, type TraceItemLike } from '../lifecycle/error-tail.js';

@@ -1,0 +1,1 @@
+export { sentryErrorTracking } from '../lifecycle/isolate-errors-sentry.js';

@@ -1,0 +1,19 @@
+import { createErrorTracker, disabledErrorTracker } from '../util/error-tracking.js';
+import type { IsolateErrorTracking } from './isolate-errors.js';
+
+/**
+ * Sentry's protocol from inside the bundle (toucan-js), with SENTRY_DSN among the Worker's secrets:
+ * no Tail Worker, at the cost of the SDK in the bundle (docs/worker-bundle.md).
+ *
+ * @example
+ * ```ts
+ * import { createIsolateHandlers } from '@honest-health/platform/worker';
+ * import { sentryErrorTracking } from '@honest-health/platform/worker/sentry';
+ *
+ * export default createIsolateHandlers(app, { databases, errorTracking: sentryErrorTracking });
+ * ```
+ */
+export const sentryErrorTracking: IsolateErrorTracking = {
+  name: 'sentry',
+  create: async (env) => (env.SENTRY_DSN ? createErrorTracker(env.SENTRY_DSN) : disabledErrorTracker),
+};
