@@ -176,7 +176,7 @@ describe('the platform package', () => {
           .map(([input]) => input),
       );
     };
-    const sdk = (input: string) => input.includes('toucan') || input.includes('@sentry/');
+    const sdk = (input: string) => input.includes('@sentry/');
     for (const entry of ['src/runtime/worker.ts', 'src/runtime/worker-hyperdrive.ts']) {
       expect((await inputsOf(entry)).filter(sdk), entry).toEqual([]);
     }

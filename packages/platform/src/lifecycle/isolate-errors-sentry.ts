@@ -2,7 +2,7 @@ import { createErrorTracker, disabledErrorTracker } from '../util/error-tracking
 import type { IsolateErrorTracking } from './isolate-errors.js';
 
 /**
- * Sentry's protocol from inside the bundle (toucan-js), with SENTRY_DSN among the Worker's secrets:
+ * Sentry's own SDK inside the bundle (createErrorTracker), with SENTRY_DSN among the Worker's secrets:
  * no Tail Worker, at the cost of the SDK in the bundle (docs/worker-bundle.md).
  *
  * @example

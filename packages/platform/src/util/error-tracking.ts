@@ -1,6 +1,10 @@
 import { redactParams } from './log.js';
 
-type SdkCheckIn = Parameters<NonNullable<import('toucan-js').Toucan['captureCheckIn']>>[0];
+type SdkClient = import('./sentry-sdk.js').CloudflareClient;
+type SdkCheckIn = Parameters<SdkClient['captureCheckIn']>[0];
+type SdkMonitorConfig = Parameters<SdkClient['captureCheckIn']>[1];
+// Enough for a driver error wrapped a few times (Drizzle's around the driver's, ours around that).
+const LINKED_ERRORS = 5;
 
 /** Sentry Crons' monitor schedule, as the check-in protocol carries it (monitor_config.schedule). */
 export type MonitorSchedule =
@@ -43,15 +47,33 @@ export const disabledErrorTracker: ErrorTracker = {
 };
 
 /**
- * A Sentry-protocol client over fetch (toucan-js), so Node, Bun and Workers report the same way.
- * Throws on a malformed DSN; the boot step that calls this is advisory.
+ * A Sentry-protocol client over fetch (Sentry's own SDK: @sentry/cloudflare's client, built by hand),
+ * so Node, Bun and the errors Tail Worker report the same way. Throws on a malformed DSN; the boot step
+ * that calls this is advisory.
  */
 export async function createErrorTracker(dsn: string): Promise<ErrorTracker> {
   assertDsn(dsn);
   // Loaded only when a DSN is configured: the SDK is a noticeable share of boot time.
-  const { Toucan } = await import('./toucan.js');
-  const toucan = new Toucan({
+  const sdk = await import('./sentry-sdk.js');
+  const client = new sdk.CloudflareClient({
     dsn,
+    // No dedupe: each failing tick run is an event of its own (alert rules count them); Sentry groups
+    // them into one issue anyway.
+    integrations: [sdk.functionToStringIntegration(), sdk.linkedErrorsIntegration({ limit: LINKED_ERRORS })],
+    stackParser: sdk.createStackParser(sdk.nodeStackLineParser()),
+    transport: (options) =>
+      sdk.createTransport(options, async (request) => {
+        // The envelope is a string or bytes; TypeScript's DOM types want the bytes over a plain ArrayBuffer.
+        const body = request.body as string | Uint8Array<ArrayBuffer>;
+        const res = await fetch(options.url, { method: 'POST', headers: options.headers, body });
+        return {
+          statusCode: res.status,
+          headers: {
+            'x-sentry-rate-limits': res.headers.get('x-sentry-rate-limits'),
+            'retry-after': res.headers.get('retry-after'),
+          },
+        };
+      }),
     // Query parameters in wrapped driver errors can be credentials or customer data.
     beforeSend(event) {
       for (const exception of event.exception?.values ?? []) {
@@ -60,18 +82,22 @@ export async function createErrorTracker(dsn: string): Promise<ErrorTracker> {
       return event;
     },
   });
+  client.init();
+  // Our own scope, not the SDK's global ones: nothing but what each capture says is attached.
+  const scope = new sdk.Scope();
+  scope.setClient(client);
   return {
-    // Tags travel as the event's capture context: withScope() would clone the client, and flush()
-    // on ours would then not wait for the event.
-    capture: (err, context) => void toucan.captureException(err, { captureContext: { tags: context ?? {} } }),
-    // Straight to the client: Toucan's own captureCheckIn also sets a `monitor` context on the shared
-    // scope, which would then tag every later error, a request's included, with the last tick's name.
-    // The client builds the envelope (@sentry/core server-runtime-client.ts: check_in_id,
-    // monitor_slug, status, duration, monitor_config { schedule, checkin_margin, max_runtime, ... }).
+    capture: (err, context) => {
+      const captured = scope.clone();
+      captured.setTags(context ?? {});
+      captured.captureException(err);
+    },
+    // The client builds the envelope (@sentry/core server-runtime-client: check_in_id, monitor_slug,
+    // status, duration, monitor_config { schedule, checkin_margin, max_runtime, ... }).
     checkIn: (checkIn, monitorConfig) =>
       // Our CheckIn is the SDK's union (in_progress, or ok/error with the id) flattened into one type.
-      toucan.getClient()?.captureCheckIn?.(checkIn as SdkCheckIn, monitorConfig),
-    flush: async (timeoutMs) => (await toucan.getClient()?.flush(timeoutMs)) ?? true,
+      client.captureCheckIn(checkIn as SdkCheckIn, monitorConfig as SdkMonitorConfig, scope),
+    flush: (timeoutMs) => client.flush(timeoutMs),
   };
 }
 
