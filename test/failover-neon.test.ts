@@ -103,7 +103,12 @@ describe.each(['neon-ws', 'neon-http'] as const)(
         for (const failed of attempts.slice(0, -1)) {
           expect(failed).toMatchObject({ status: 503, retryAfter: '1', code: 'database_unavailable' });
         }
-        expect(poisonedSince(server, mark, '25006').length).toBeGreaterThan(0);
+        // neon-ws's own sessions are pinned until it disposes them. neon-http's pinned connections are the
+        // Neon proxy's, and any failed query unpins one (a tick's, the probe's), so the write may find none
+        // left: then nothing of it was poisoned, and there is nothing to see.
+        if (driver === 'neon-ws' || attempts.length > 1) {
+          expect(poisonedSince(server, mark, '25006').length).toBeGreaterThan(0);
+        }
         const ok = await until(
           () => readyz(server),
           (r) => r.status === 200,
