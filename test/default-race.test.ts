@@ -46,18 +46,40 @@ afterAll(async () => {
 
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
+/**
+ * Runs `during` while an invoice of `organizationId` is inserted but not committed, in a transaction
+ * of its own; `commit` ends it. Rolled back if `during` ends without committing.
+ */
+async function withUncommittedInsert(
+  organizationId: string,
+  key: string,
+  during: (
+    push: Awaited<ReturnType<typeof createPush>>['push'],
+    commit: () => Promise<void>,
+  ) => Promise<void>,
+): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('BEGIN');
+    const inFlight = drizzle({ client }) as unknown as Database;
+    const input = invoiceBody() as unknown as InvoiceInput;
+    const { push } = await createPush(inFlight, organizationId, key, input, 'hash');
+    await during(push, async () => {
+      await client.query('COMMIT');
+    });
+  } finally {
+    await client.query('ROLLBACK').catch(() => {});
+    await client.end();
+  }
+}
+
 describe('an invoice and a new default at the same instant', () => {
   it('the default waits for the insert that found none, then binds it', async () => {
     const { org, connectionId } = await connectedOrganization(handle.db, box, sandbox, 'Race Ltd', {
       chosen: 'none',
     });
-    const client = new pg.Client({ connectionString: url });
-    await client.connect();
-    try {
-      await client.query('BEGIN');
-      const inFlight = drizzle({ client }) as unknown as Database;
-      const input = invoiceBody() as unknown as InvoiceInput;
-      const { push } = await createPush(inFlight, org.id, 'race-1', input, 'hash');
+    await withUncommittedInsert(org.id, 'race-1', async (push, commit) => {
       expect(push.status).toBe('awaiting_connection');
 
       let settled = false;
@@ -66,7 +88,7 @@ describe('an invoice and a new default at the same instant', () => {
       });
       await sleep(500);
       expect(settled, 'the default waited for the uncommitted insert').toBe(false);
-      await client.query('COMMIT');
+      await commit();
 
       expect((await choosing)?.queued).toBe(1);
       const { rows } = await handle.pool.query(
@@ -74,22 +96,13 @@ describe('an invoice and a new default at the same instant', () => {
         [push.id],
       );
       expect(rows[0]).toEqual({ status: 'queued', connection_id: connectionId });
-    } finally {
-      await client.query('ROLLBACK').catch(() => {});
-      await client.end();
-    }
+    });
   });
 
   it('an insert that found a default takes no lock: a new default does not wait for it', async () => {
     const { org, connectionIds } = await connectedGrant(handle.db, box, sandbox, 'Two Books Ltd', 2);
     const [first, second] = connectionIds as [string, string];
-    const client = new pg.Client({ connectionString: url });
-    await client.connect();
-    try {
-      await client.query('BEGIN');
-      const inFlight = drizzle({ client }) as unknown as Database;
-      const input = invoiceBody() as unknown as InvoiceInput;
-      const { push } = await createPush(inFlight, org.id, 'no-wait-1', input, 'hash');
+    await withUncommittedInsert(org.id, 'no-wait-1', async (push, commit) => {
       expect(push.status).toBe('queued');
 
       const chosen = await Promise.race([
@@ -97,15 +110,12 @@ describe('an invoice and a new default at the same instant', () => {
         sleep(2000).then(() => 'waited' as const),
       ]);
       expect(chosen, 'the new default did not wait for the uncommitted insert').not.toBe('waited');
-      await client.query('COMMIT');
+      await commit();
       // It went where the default was when it arrived.
       const { rows } = await handle.pool.query('SELECT connection_id FROM invoice_pushes WHERE id = $1', [
         push.id,
       ]);
       expect(rows[0]).toEqual({ connection_id: first });
-    } finally {
-      await client.query('ROLLBACK').catch(() => {});
-      await client.end();
-    }
+    });
   });
 });
