@@ -10,7 +10,10 @@
 //                 tokens, the tenant limiter, one fenced settle statement per batch) in two child
 //                 processes with a Xero client that answers `ok` at once, ticking back to back with
 //                 batch BENCH_NOOP_BATCH until the queue is empty. Beside it a what-if that is not our
-//                 code: the same claim, then one settle by id (the floor our statements allow).
+//                 code: the same claim, then one settle by id (the floor our statements allow); and a
+//                 second, our table with no budget at all, claimed as pg-boss claims (SKIP LOCKED,
+//                 oldest first) and settled by id: what our rows cost, the rest of the gap being the
+//                 budget's.
 //   pg-boss     — in two child processes with a no-op handler, on its own database in the same cluster,
 //                 with the same job count (bench/support/queue-pgboss-worker.ts).
 //   graphile    — graphile-worker in two child processes with a no-op task, on its own database in the
@@ -357,10 +360,25 @@ async function sandboxQuiet(sandbox: Sandbox): Promise<void> {
   }
 }
 
+/**
+ * Starts a real run on Xero's budget as a fresh minute and day leave it. A real run of 10,000 pushes
+ * spends the app's whole minute (10,000 calls), so the next run in the same minute would claim nothing:
+ * it would measure the app limit's wait, not the run. The sandbox's limits are off, so nothing here can
+ * let a run send more than the sandbox accepts.
+ */
+async function forgetBudget(client: pg.Client): Promise<void> {
+  await client.query(`UPDATE xero_connections SET budget_slots = DEFAULT, budget_minute = DEFAULT,
+    budget_day = DEFAULT, budget_minute_counts = DEFAULT, budget_minute_at = NULL,
+    budget_day_counts = DEFAULT, budget_day_at = NULL, budget_served_at = NULL, parked_until = NULL`);
+  await client.query(`UPDATE xero_app_limits SET budget_minute = DEFAULT, budget_minute_counts = DEFAULT,
+    budget_minute_at = NULL, paused_until = NULL`);
+}
+
 async function realRun(bench: Bench, batch: number, layout: Layout): Promise<RealRun> {
   const { client, sandbox } = bench;
   // The servers boot on an empty queue; the pushes arrive, all due, in one INSERT when the run starts.
   await client.query('TRUNCATE invoice_pushes');
+  await forgetBudget(client);
   const env = {
     DATABASE_URL: bench.oursUrl,
     ...sandboxEnv(sandbox),
@@ -489,7 +507,12 @@ async function startWorkers(name: string, make: (i: number) => QueueChild): Prom
   return children;
 }
 
-type OursMode = 'real' | 'batched';
+type OursMode = 'real' | 'batched' | 'unbudgeted';
+const OURS_KEYS: Record<OursMode, string> = {
+  real: 'ours_noop',
+  batched: 'ours_batched',
+  unbudgeted: 'ours_unbudgeted',
+};
 
 async function oursNoop(bench: Bench, workers: QueueChild[], mode: OursMode): Promise<NoopRun> {
   const { client } = bench;
@@ -503,7 +526,7 @@ async function oursNoop(bench: Bench, workers: QueueChild[], mode: OursMode): Pr
   const cpu = cpuSplit(mark, cpuMark(bench, pids()), result.ms / 1000);
   const reports = await Promise.all(workers.map((c) => c.next('done')));
   return {
-    key: mode === 'real' ? 'ours_noop' : 'ours_batched',
+    key: OURS_KEYS[mode],
     done: result.done,
     ms: Math.round(result.ms),
     drained: result.drained,
@@ -833,11 +856,12 @@ async function main(): Promise<void> {
   progress('warm-up: one untimed drain each of ours, the what-if, the pg-boss fetch loop and tuned graphile');
   await oursNoop(bench, noopWorkers, 'real');
   await oursNoop(bench, noopWorkers, 'batched');
+  await oursNoop(bench, noopWorkers, 'unbudgeted');
   await pgBossRun(bench, bossWorkers, BOSS_VARIANTS[0] as BossVariant);
   await graphileRun(bench, graphileWorkers, GRAPHILE_VARIANTS[1] as GraphileVariant);
 
   // No-op: ours against pg-boss and graphile-worker, alternated (ABBA) across rounds.
-  const noop: Record<string, NoopRun[]> = { ours_noop: [], ours_batched: [] };
+  const noop: Record<string, NoopRun[]> = { ours_noop: [], ours_batched: [], ours_unbudgeted: [] };
   for (const v of [...BOSS_VARIANTS, ...GRAPHILE_VARIANTS]) noop[v.key] = [];
   type Item = OursMode | { boss: BossVariant } | { graphile: GraphileVariant };
   for (let round = 1; round <= ROUNDS; round++) {
@@ -846,6 +870,7 @@ async function main(): Promise<void> {
       ...BOSS_VARIANTS.map((boss) => ({ boss })),
       ...GRAPHILE_VARIANTS.map((graphile) => ({ graphile })),
       'batched',
+      'unbudgeted',
     ];
     if (round % 2 === 0) order.reverse();
     for (const item of order) {
@@ -896,6 +921,10 @@ async function main(): Promise<void> {
     ['ours_noop', `ours no-op, batch ${NOOP_BATCH}, ticks back to back`],
     ...[...BOSS_VARIANTS, ...GRAPHILE_VARIANTS].map((v): [string, string] => [v.key, v.label]),
     ['ours_batched', `what-if: our claim + one settle per batch (not our code)`],
+    [
+      'ours_unbudgeted',
+      `what-if: our table, no budget: SKIP LOCKED claim + one settle per batch (not our code)`,
+    ],
   ];
   const labelOf = (key: string) => labels.find(([k]) => k === key)?.[1] ?? key;
 
@@ -993,6 +1022,12 @@ async function main(): Promise<void> {
         'report',
       ],
       [
+        `what-if (our table, no budget) ÷ pg-boss fetch loop, batchSize ${NOOP_BATCH}`,
+        round3(med('ours_unbudgeted') / med('pgboss_fetch')).toFixed(3),
+        '—',
+        'report',
+      ],
+      [
         `ours real pushes/s (batch ${headline?.batch}, interleaved)`,
         String(headline?.pushes_per_s ?? '—'),
         '—',
@@ -1056,6 +1091,7 @@ async function main(): Promise<void> {
         ...Object.fromEntries(competitors.map((key) => [`ours_noop_vs_${key}_paired`, pairedRatio(key)])),
         ...Object.fromEntries(competitors.map((key) => [`ours_noop_vs_${key}_per_round`, roundRatios(key)])),
         ours_batched_vs_pgboss_fetch: round3(med('ours_batched') / med('pgboss_fetch')),
+        ours_unbudgeted_vs_pgboss_fetch: round3(med('ours_unbudgeted') / med('pgboss_fetch')),
       },
       ours_real_pushes_per_s: headline?.pushes_per_s ?? null,
       duplicates,
@@ -1079,6 +1115,8 @@ async function main(): Promise<void> {
       pgboss_fetch_jobs_per_s: med('pgboss_fetch'),
       pgboss_best_jobs_per_s: med(bossBest),
       graphile_best_jobs_per_s: med(graphileBest),
+      ours_batched_jobs_per_s: med('ours_batched'),
+      ours_unbudgeted_jobs_per_s: med('ours_unbudgeted'),
       ours_real_pushes_per_s: headline?.pushes_per_s ?? null,
     },
   );

@@ -8,6 +8,9 @@
 //             tenants 50 pushes each several times a minute.
 //   batched — a what-if, not our code: the same claim statement, then one fenced UPDATE by id for the
 //             whole batch (no tokens, no limiter, no per-push outcome): the floor our statements allow.
+//   unbudgeted — a what-if, not our code: our table claimed as pg-boss claims its own (the oldest due
+//             rows, FOR UPDATE SKIP LOCKED, one UPDATE), no budget at all, then the same one UPDATE by
+//             id: what our rows and indexes cost, so that the rest of the gap is the budget's.
 
 import { createLogger } from '@honest-health/platform';
 import type { DatabaseHandle } from '@honest-health/platform/db';
@@ -51,6 +54,22 @@ const LIFTED = { ...XERO_BUDGET, perMinute: 1e9, perDay: 1e9, appPerMinute: 1e9 
 const WHAT_IF = { ...LIFTED, concurrent: 1e9 };
 const WHAT_IF_LEASE_MS = 1000;
 
+const CLAIM_UNBUDGETED = `
+  with next as (
+    select "id" from "invoice_pushes"
+    where "status" in ('queued', 'failed') and "next_attempt_at" <= now()
+      and ("lease_expires_at" is null or "lease_expires_at" < now())
+    order by "next_attempt_at" limit $1 for update skip locked)
+  update "invoice_pushes" p set "lease_owner" = $2, "lease_expires_at" = now() + interval '1 minute',
+    "attempts" = p."attempts" + 1, "updated_at" = now()
+  from next where p."id" = next."id" returning p."id"`;
+
+async function unbudgetedTick(handle: DatabaseHandle, owner: string, batchSize: number): Promise<number> {
+  const { rows } = await handle.pool.query<{ id: string }>(CLAIM_UNBUDGETED, [batchSize, owner]);
+  if (rows.length > 0) await handle.pool.query(SETTLE_ALL, [rows.map((r) => r.id), owner]);
+  return rows.length;
+}
+
 async function batchedTick(handle: DatabaseHandle, owner: string, batchSize: number): Promise<number> {
   const { pushes: claimed } = await claimPushes(handle.db, {
     owner,
@@ -81,6 +100,7 @@ await serve(
     // Warm the pool and both statement paths on an empty queue (nothing is due yet).
     await pushDueInvoices(handle.db, deps);
     await batchedTick(handle, config.owner, 1);
+    await unbudgetedTick(handle, config.owner, 1);
     return { handle, deps };
   },
   async ({ handle, deps }, go) => {
@@ -91,8 +111,8 @@ await serve(
     for (;;) {
       const t0 = performance.now();
       let claimed: number;
-      if (go.mode === 'batched') {
-        claimed = await batchedTick(handle, deps.owner, batchSize);
+      if (go.mode === 'batched' || go.mode === 'unbudgeted') {
+        claimed = await (go.mode === 'batched' ? batchedTick : unbudgetedTick)(handle, deps.owner, batchSize);
         totals.pushed += claimed;
       } else {
         const r = await pushDueInvoices(handle.db, run);
