@@ -80,6 +80,47 @@ describe('a damped disposal', () => {
     }
   });
 
+  it('retires the connections lent out at the time: one whose read succeeds does not go back to the pool', async () => {
+    const { db, lines, handle, episodes } = await setup();
+    try {
+      await handle.pool.query('CREATE TABLE beats (n int)');
+      await cluster.query(`ALTER DATABASE ${db} SET default_transaction_read_only = on`);
+      episodes.sign('probe', 'transaction_read_only', 'probe');
+      await handle.dispose(PROBE_READ_ONLY);
+      await Promise.all([1, 2, 3].map(() => handle.pool.query('SELECT pg_sleep(0.05)')));
+      await cluster.query(`ALTER DATABASE ${db} RESET default_transaction_read_only`);
+      // A read in flight on a pinned session (a list request, the api-key index refresh) while a write
+      // meets 25006 there: the read succeeds, as reads do on the old node.
+      const read = handle.pool.query('SELECT pg_sleep(0.5)');
+      const written = await withPoisonRetry(
+        handle,
+        async (d) => (await d.execute(sql`INSERT INTO beats VALUES (1) RETURNING n`)) as { rows: unknown[] },
+        { retry: true, source: 'request', log: createLogger('error', {}, () => {}) },
+      );
+      expect(written.rows).toEqual([{ n: 1 }]);
+      expect(lines.filter((l) => l.msg === 'database pool disposal damped')[0]?.closed_idle).toBe(1);
+      await read;
+      // Its session was read-only: back in the pool, it would fail the next write there with 25006.
+      const left = await until(
+        async () =>
+          (
+            await cluster.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND application_name = 'honest-health:app'`,
+              [db],
+            )
+          ).rows[0]?.n,
+        (n) => n === 1,
+        5000,
+      );
+      expect(left).toBe(1);
+      expect(handle.stats()).toMatchObject({ total: 1, idle: 1 });
+      // Every write now lands on the first try: no connection of the pool is read-only.
+      for (let i = 0; i < 3; i++) await handle.db.execute(sql`INSERT INTO beats VALUES (2)`);
+    } finally {
+      await handle.close();
+    }
+  });
+
   it('a dispose with no pool built since the last one throws nothing away, so logs and counts nothing', async () => {
     const { lines, handle, episodes } = await setup();
     try {

@@ -60,7 +60,7 @@ export class DatabaseHandle {
    * Ends the current pool; the next use builds a new one. Pass the generation you observed so that
    * many callers failing on the same pool cause one rebuild, not a stampede. During a failover
    * episode a pool built since it began is kept until it is old enough (episode.ts): the call then
-   * closes only the pool's idle connections and returns without a rebuild.
+   * closes the pool's connections (idle ones now, those in use when released) without a rebuild.
    */
   async dispose(cause: DisposalCause, observedGeneration = this.#generation): Promise<void> {
     if (observedGeneration !== this.#generation) return;
@@ -69,8 +69,9 @@ export class DatabaseHandle {
     // counting it would report a disposal that threw nothing away.)
     if (old === undefined) return;
     if (this.episodes.decide(this.role, this.#builtAt) === 'damp') {
-      // The pool stays, its idle connections do not: they may be pinned to the old node, and the
-      // caller's retry must get a connection opened now, which reaches whatever is primary now.
+      // The pool stays, its connections do not (idle ones now, those in use when released): they may
+      // be pinned to the old node, and the caller's retry must get a connection opened now, which
+      // reaches whatever is primary now.
       const closedIdle = old.closeIdle?.() ?? 0;
       this.log.debug('database pool disposal damped', {
         role: this.role,

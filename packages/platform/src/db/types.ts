@@ -29,8 +29,9 @@ export interface DatabasePool {
   withSession<T>(fn: (session: SqlSession) => Promise<T>): Promise<T>;
   stats(): PoolStats;
   /**
-   * Closes the connections that sit idle, keeps the pool and the ones in use; returns how many it
-   * closed. What a damped disposal does (episode.ts). Absent where there are no connections to close.
+   * Closes the connections that sit idle now and the ones in use when they are released, keeps the
+   * pool; returns how many it closed now. What a damped disposal does (episode.ts). Absent where there
+   * are no connections to close.
    */
   closeIdle?(): number;
   end(): Promise<void>;
