@@ -35,27 +35,53 @@ async function setup() {
   return { url, db: new URL(url).pathname.slice(1), lines, handle, episodes };
 }
 
+type Setup = Awaited<ReturnType<typeof setup>>;
+
+/**
+ * The incident on one database: new sessions come up read-only, the episode's first disposal of the
+ * pool is immediate, the pool built during the episode fills with three read-only sessions, then the
+ * setting is fixed for new sessions only: the pooled ones are pinned. Returns that pool's generation.
+ */
+async function pinPool({ db, handle, episodes }: Setup): Promise<number> {
+  await handle.pool.query('CREATE TABLE beats (n int)');
+  await cluster.query(`ALTER DATABASE ${db} SET default_transaction_read_only = on`);
+  episodes.sign('probe', 'transaction_read_only', 'probe');
+  await handle.dispose(PROBE_READ_ONLY);
+  await Promise.all([1, 2, 3].map(() => handle.pool.query('SELECT pg_sleep(0.05)')));
+  expect(handle.stats().idle).toBe(3);
+  await cluster.query(`ALTER DATABASE ${db} RESET default_transaction_read_only`);
+  return handle.generation;
+}
+
+/** A request's write, retried once on poison. */
+const writeWithRetry = (handle: DatabaseHandle) =>
+  withPoisonRetry(
+    handle,
+    async (d) => (await d.execute(sql`INSERT INTO beats VALUES (1) RETURNING n`)) as { rows: unknown[] },
+    { retry: true, source: 'request', log: createLogger('error', {}, () => {}) },
+  );
+
+/** Waits (up to 5 s) until the server holds `n` sessions of the app pool on `db`; how many it holds. */
+const appSessionsReach = (db: string, n: number) =>
+  until(
+    async () =>
+      (
+        await cluster.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND application_name = 'honest-health:app'`,
+          [db],
+        )
+      ).rows[0]?.n,
+    (count) => count === n,
+    5000,
+  );
+
 describe('a damped disposal', () => {
   it('closes the idle connections pinned read-only, so the retry writes on a fresh one', async () => {
-    const { db, lines, handle, episodes } = await setup();
+    const s = await setup();
+    const { db, lines, handle } = s;
     try {
-      await handle.pool.query('CREATE TABLE beats (n int)');
-      // New sessions come up read-only; the episode's first disposal of the pool is immediate.
-      await cluster.query(`ALTER DATABASE ${db} SET default_transaction_read_only = on`);
-      episodes.sign('probe', 'transaction_read_only', 'probe');
-      await handle.dispose(PROBE_READ_ONLY);
-      const generation = handle.generation;
-      // The pool built during the episode fills with read-only sessions, then the setting is fixed
-      // for new sessions only: the pooled ones are pinned, as in the incident.
-      await Promise.all([1, 2, 3].map(() => handle.pool.query('SELECT pg_sleep(0.05)')));
-      expect(handle.stats().idle).toBe(3);
-      await cluster.query(`ALTER DATABASE ${db} RESET default_transaction_read_only`);
-
-      const written = await withPoisonRetry(
-        handle,
-        async (d) => (await d.execute(sql`INSERT INTO beats VALUES (1) RETURNING n`)) as { rows: unknown[] },
-        { retry: true, source: 'request', log: createLogger('error', {}, () => {}) },
-      );
+      const generation = await pinPool(s);
+      const written = await writeWithRetry(handle);
       expect(written.rows).toEqual([{ n: 1 }]);
       // The first attempt met 25006 and the disposal was damped: same pool, idle ones closed.
       expect(handle.generation).toBe(generation);
@@ -63,56 +89,25 @@ describe('a damped disposal', () => {
       expect(damped).toHaveLength(1);
       expect(damped[0]?.closed_idle).toBe(2);
       // The pinned sessions are gone from the server; what is left is the retry's fresh one.
-      const left = await until(
-        async () =>
-          (
-            await cluster.query<{ n: number }>(
-              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND application_name = 'honest-health:app'`,
-              [db],
-            )
-          ).rows[0]?.n,
-        (n) => n === 1,
-        5000,
-      );
-      expect(left).toBe(1);
+      expect(await appSessionsReach(db, 1)).toBe(1);
     } finally {
       await handle.close();
     }
   });
 
   it('retires the connections lent out at the time: one whose read succeeds does not go back to the pool', async () => {
-    const { db, lines, handle, episodes } = await setup();
+    const s = await setup();
+    const { db, lines, handle } = s;
     try {
-      await handle.pool.query('CREATE TABLE beats (n int)');
-      await cluster.query(`ALTER DATABASE ${db} SET default_transaction_read_only = on`);
-      episodes.sign('probe', 'transaction_read_only', 'probe');
-      await handle.dispose(PROBE_READ_ONLY);
-      await Promise.all([1, 2, 3].map(() => handle.pool.query('SELECT pg_sleep(0.05)')));
-      await cluster.query(`ALTER DATABASE ${db} RESET default_transaction_read_only`);
+      await pinPool(s);
       // A read in flight on a pinned session (a list request, the api-key index refresh) while a write
       // meets 25006 there: the read succeeds, as reads do on the old node.
       const read = handle.pool.query('SELECT pg_sleep(0.5)');
-      const written = await withPoisonRetry(
-        handle,
-        async (d) => (await d.execute(sql`INSERT INTO beats VALUES (1) RETURNING n`)) as { rows: unknown[] },
-        { retry: true, source: 'request', log: createLogger('error', {}, () => {}) },
-      );
-      expect(written.rows).toEqual([{ n: 1 }]);
+      expect((await writeWithRetry(handle)).rows).toEqual([{ n: 1 }]);
       expect(lines.filter((l) => l.msg === 'database pool disposal damped')[0]?.closed_idle).toBe(1);
       await read;
       // Its session was read-only: back in the pool, it would fail the next write there with 25006.
-      const left = await until(
-        async () =>
-          (
-            await cluster.query<{ n: number }>(
-              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND application_name = 'honest-health:app'`,
-              [db],
-            )
-          ).rows[0]?.n,
-        (n) => n === 1,
-        5000,
-      );
-      expect(left).toBe(1);
+      expect(await appSessionsReach(db, 1)).toBe(1);
       expect(handle.stats()).toMatchObject({ total: 1, idle: 1 });
       // Every write now lands on the first try: no connection of the pool is read-only.
       for (let i = 0; i < 3; i++) await handle.db.execute(sql`INSERT INTO beats VALUES (2)`);
