@@ -215,7 +215,9 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
                  (c.parked_until IS NULL OR c.parked_until <= now()) AS unparked
           FROM xero_connections c JOIN xero_grants g ON g.id = c.grant_id
           WHERE c.id = t.id LIMIT 1) c),
-      queue AS (
+      -- Materialized: referenced once, it would be inlined into the walk's recursive term and
+      -- aggregated again on every step.
+      queue AS MATERIALIZED (
         SELECT coalesce(array_agg(id ORDER BY last_served NULLS FIRST, id), '{}') AS ids
         FROM candidates WHERE sendable AND unparked),
       -- Offers the batch to the queue in order, each tenant as much as it has due and room for, and
