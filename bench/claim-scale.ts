@@ -246,6 +246,9 @@ try {
   /** `claimers` handles claiming and settling back to back for CONTENTION_S; pg_stat_activity sampled. */
   async function contention(claimers: number): Promise<Contention> {
     await windows(false);
+    // A fresh backlog for each run: the runs before it may have drained the first one.
+    for (const [i, id] of backlogTenants.entries())
+      await queueBacklog(handle.db, org.id, id, BACKLOG_EACH, `contention-${claimers}-${i}`);
     const own = await Promise.all(Array.from({ length: claimers }, () => openDatabase(url, log)));
     handles.push(...own);
     const ms: number[] = [];

@@ -4,10 +4,9 @@ import { createTickRunner } from '@honest-health/platform/internal/jobs/tick';
 import { readTickHealth, recordTickFinish } from '@honest-health/platform/internal/jobs/tick-health-store';
 import { intervalMonitorConfig, TickMonitor } from '@honest-health/platform/internal/jobs/tick-monitor';
 import { disabledErrorTracker } from '@honest-health/platform/internal/util/error-tracking';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
-import { freshDatabase } from './support/databases.js';
+import { freshDatabase, ownedDatabase } from './support/databases.js';
 import { HEARTBEAT_TEST_KEY, type HeartbeatSink, startHeartbeatSink } from './support/heartbeat-sink.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { parsePrometheus, sample } from './support/prometheus.js';
@@ -43,28 +42,6 @@ afterAll(async () => {
   await Promise.allSettled([sandbox?.close(), sentry?.close(), heartbeats?.close()]);
   await cluster?.remove();
 });
-
-let counter = 0;
-/** A database owned by a fresh login role that is not a superuser; returns the role's URL. */
-async function appDatabase(): Promise<{ url: string; role: string; name: string }> {
-  counter += 1;
-  const role = `app_${process.pid}_${counter}`;
-  const name = `ticks_${process.pid}_${counter}`;
-  await cluster.query(`CREATE ROLE ${role} LOGIN NOSUPERUSER`);
-  await cluster.query(`CREATE DATABASE ${name} OWNER ${role}`);
-  return { url: `postgres://${role}@127.0.0.1:${cluster.port}/${name}`, role, name };
-}
-
-/** One statement as the superuser, in the given database. */
-async function asSuperuser(database: string, statement: string): Promise<void> {
-  const client = new pg.Client(cluster.url(database));
-  await client.connect();
-  try {
-    await client.query(statement);
-  } finally {
-    await client.end();
-  }
-}
 
 const xeroEnv = () => ({
   ...sandboxEnv(sandbox),
@@ -104,7 +81,7 @@ const REFRESH = 'refresh-tokens';
 
 describe('tick health on Node', () => {
   it('the app role loses UPDATE on invoice_pushes: /healthz/ticks 503 with 42501, error check-ins, /fail; grant back: ok', async () => {
-    const db = await appDatabase();
+    const db = await ownedDatabase(cluster, 'ticks');
     const server = await start({
       DATABASE_URL: db.url,
       FLY_MACHINE_ID: 'machine-a',
@@ -123,7 +100,7 @@ describe('tick health on Node', () => {
     );
     expect(healthy.body.ticks[PUSH]).toMatchObject({ status: 'ok', consecutive_failures: 0, overdue: false });
 
-    await asSuperuser(db.name, `REVOKE UPDATE ON invoice_pushes FROM ${db.role}`);
+    await db.asSuperuser(`REVOKE UPDATE ON invoice_pushes FROM ${db.role}`);
     const revokedAt = Date.now();
     const failing = await until(
       () => tickHealth(server),
@@ -183,7 +160,7 @@ describe('tick health on Node', () => {
     );
     expect(heartbeats.pings.filter((p) => p.check === 'push').at(0)?.signal).toBe('start');
 
-    await asSuperuser(db.name, `GRANT UPDATE ON invoice_pushes TO ${db.role}`);
+    await db.asSuperuser(`GRANT UPDATE ON invoice_pushes TO ${db.role}`);
     const grantedAt = Date.now();
     const recovered = await until(
       () => tickHealth(server),
@@ -217,7 +194,7 @@ describe('tick health on Node', () => {
   });
 
   it('several replicas: one healthy and one failing shows failing, attributed to the failing instance', async () => {
-    const db = await appDatabase();
+    const db = await ownedDatabase(cluster, 'ticks');
     const healthyReplica = await start({ DATABASE_URL: db.url, FLY_MACHINE_ID: 'replica-ok' });
     // The second replica connects as a role that may read and write everything but UPDATE the queue.
     const bad = `${db.role}_bad`;
@@ -228,7 +205,7 @@ describe('tick health on Node', () => {
       `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${bad}`,
       `REVOKE UPDATE ON invoice_pushes FROM ${bad}`,
     ]) {
-      await asSuperuser(db.name, statement);
+      await db.asSuperuser(statement);
     }
     const failingReplica = await start({
       DATABASE_URL: `postgres://${bad}@127.0.0.1:${cluster.port}/${db.name}`,
@@ -258,7 +235,7 @@ describe('tick health on Node', () => {
   });
 
   it('a malformed heartbeat URL is a warning at boot, naming the variable: the server serves and ticks', async () => {
-    const db = await appDatabase();
+    const db = await ownedDatabase(cluster, 'ticks');
     const malformed = `hc-ping.example/${HEARTBEAT_TEST_KEY}/no-scheme`;
     const server = await start({
       DATABASE_URL: db.url,

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrganization } from '../src/app/organizations.js';
 import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
-import { freshDatabase } from './support/databases.js';
+import { freshDatabase, ownedDatabase } from './support/databases.js';
 import { startHeartbeatSink } from './support/heartbeat-sink.js';
 import { pushStatus, terminateWaitingClaim } from './support/poisoned-claim.js';
 import { freePort } from './support/ports.js';
@@ -639,18 +639,10 @@ describe('the Worker in workerd', () => {
   });
 
   it('tick health: the app role loses UPDATE on invoice_pushes, every cron run fails with 42501: failing, error check-ins, /fail; grant back: ok', async () => {
-    const role = `worker_app_${process.pid}`;
-    const name = `worker_ticks_${process.pid}`;
-    await cluster.query(`CREATE ROLE ${role} LOGIN NOSUPERUSER`);
-    await cluster.query(`CREATE DATABASE ${name} OWNER ${role}`);
-    const url = `postgres://${role}@127.0.0.1:${cluster.port}/${name}`;
+    const owned = await ownedDatabase(cluster, 'worker_ticks');
+    const { url, role, asSuperuser } = owned;
     const { log } = captureLog();
     await (await openDatabase(url, log)).close();
-    const asSuperuser = async (statement: string) => {
-      const client = new pg.Client(cluster.url(name));
-      await client.connect();
-      await client.query(statement).finally(() => client.end());
-    };
     const [sentry, heartbeats] = await Promise.all([startSentrySink(), startHeartbeatSink()]);
     try {
       // Over Neon's HTTP driver throughout: no sessions, so every tick health record is one statement.

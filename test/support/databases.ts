@@ -1,3 +1,4 @@
+import pg from 'pg';
 import type { Cluster } from './postgres.js';
 
 let counter = 0;
@@ -8,4 +9,36 @@ export async function freshDatabase(cluster: Cluster, prefix = 'test'): Promise<
   const name = `${prefix}_${process.pid}_${counter}`;
   await cluster.query(`CREATE DATABASE ${name}`);
   return cluster.url(name);
+}
+
+export interface OwnedDatabase {
+  /** The owner's URL: a login role that is not a superuser, as a managed Postgres hands out. */
+  url: string;
+  role: string;
+  name: string;
+  /** Runs one statement as the superuser in this database (to take a privilege away, or give it back). */
+  asSuperuser(statement: string): Promise<void>;
+}
+
+/** A fresh database owned by a fresh login role that is not a superuser. */
+export async function ownedDatabase(cluster: Cluster, prefix = 'owned'): Promise<OwnedDatabase> {
+  counter += 1;
+  const role = `${prefix}_role_${process.pid}_${counter}`;
+  const name = `${prefix}_${process.pid}_${counter}`;
+  await cluster.query(`CREATE ROLE ${role} LOGIN NOSUPERUSER`);
+  await cluster.query(`CREATE DATABASE ${name} OWNER ${role}`);
+  return {
+    url: `postgres://${role}@127.0.0.1:${cluster.port}/${name}`,
+    role,
+    name,
+    async asSuperuser(statement) {
+      const client = new pg.Client(cluster.url(name));
+      await client.connect();
+      try {
+        await client.query(statement);
+      } finally {
+        await client.end();
+      }
+    },
+  };
 }

@@ -1,0 +1,130 @@
+// The Worker built with Sentry's SDK in its bundle (`sentryErrorTracking`, no Tail Worker), in workerd
+// via Miniflare, against a real Postgres through the local Neon proxy and a local Sentry endpoint: a
+// failing cron run reaches Sentry from inside the invocation, as its check-ins do.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Miniflare } from 'miniflare';
+import { parse } from 'smol-toml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startNeonProxy } from '../tools/neon-proxy/server.js';
+import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { ownedDatabase } from './support/databases.js';
+import { type Cluster, startCluster } from './support/postgres.js';
+import { type SentrySink, startSentrySink } from './support/sentry-sink.js';
+import { repoRoot, TEST_TOKEN_KEY } from './support/server.js';
+import { captureLog, openDatabase, type Sandbox, sandboxEnv } from './support/ticks.js';
+import { until } from './support/until.js';
+import { workerJsonLines } from './support/worker-log.js';
+
+const ENTRY = 'test/support/worker-sentry-entry.ts';
+const wrangler = parse(readFileSync(join(repoRoot, 'wrangler.toml'), 'utf8')) as {
+  compatibility_date: string;
+  compatibility_flags: string[];
+};
+
+let cluster: Cluster;
+let sandbox: Sandbox;
+let proxy: Awaited<ReturnType<typeof startNeonProxy>>;
+let sentry: SentrySink;
+let outdir: string;
+let mf: Miniflare | undefined;
+
+beforeAll(async () => {
+  outdir = mkdtempSync(join(tmpdir(), 'worker-sentry-'));
+  // wrangler.toml's settings, with this entry instead of its main.
+  execFileSync('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', outdir, ENTRY], {
+    cwd: repoRoot,
+    env: { ...process.env, XDG_CONFIG_HOME: join(outdir, 'config'), WRANGLER_SEND_METRICS: 'false' },
+    stdio: 'pipe',
+  });
+  [cluster, sandbox, sentry] = await Promise.all([
+    startCluster(),
+    startXeroSandbox({ port: 0 }),
+    startSentrySink(),
+  ]);
+  proxy = await startNeonProxy({ upstream: cluster.url() });
+}, 180_000);
+afterAll(async () => {
+  await mf?.dispose();
+  await Promise.allSettled([proxy?.close(), sandbox?.close(), sentry?.close()]);
+  await cluster?.remove();
+  rmSync(outdir, { recursive: true, force: true });
+});
+
+describe('the Worker with Sentry in its bundle', () => {
+  it('a cron run that fails with 42501 sends its error and an error check-in to SENTRY_DSN; the run after the grant, ok', async () => {
+    const db = await ownedDatabase(cluster, 'worker_sentry');
+    await (await openDatabase(db.url, captureLog().log)).close();
+    const url = new URL(db.url);
+    // The proxy ignores the host: any Neon-looking name reaches the cluster.
+    url.host = 'db.neon.invalid';
+    mf = new Miniflare({
+      // Its console lines (the failed run is logged as an error) stay out of the test output.
+      ...workerJsonLines(() => {}),
+      modules: true,
+      scriptPath: join(outdir, 'worker-sentry-entry.js'),
+      modulesRoot: outdir,
+      compatibilityDate: wrangler.compatibility_date,
+      compatibilityFlags: wrangler.compatibility_flags,
+      bindings: {
+        DATABASE_URL: url.toString(),
+        DATABASE_DRIVER: 'neon-http',
+        NEON_LOCAL_PROXY: proxy.url,
+        TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY,
+        SENTRY_DSN: sentry.dsn,
+        LOG_LEVEL: 'warn',
+        ...sandboxEnv(sandbox),
+      },
+    });
+    const scheduled = async () => {
+      // Miniflare's Fetcher type comes from its own bundled workers-types; only this method is needed.
+      const worker = (await mf?.getWorker()) as unknown as {
+        scheduled(o: { cron: string }): Promise<unknown>;
+      };
+      await worker.scheduled({ cron: '* * * * *' });
+    };
+    const checkIns = () =>
+      sentry.items
+        .filter((i) => i.header.type === 'check_in' && i.payload.monitor_slug === 'push-invoices')
+        .map((i) => i.payload.status);
+
+    await scheduled();
+    expect(
+      await until(
+        async () => checkIns(),
+        (s) => s.length >= 2,
+      ),
+    ).toEqual(['in_progress', 'ok']);
+    expect(sentry.items.filter((i) => i.header.type === 'event')).toEqual([]);
+
+    await db.asSuperuser(`REVOKE UPDATE ON invoice_pushes FROM ${db.role}`);
+    await scheduled();
+    const event = await sentry.waitForEvent();
+    expect(event.payload).toMatchObject({ tags: { tick: 'push-invoices' } });
+    const reported = JSON.stringify(event.payload.exception);
+    expect(reported).toContain('permission denied for table invoice_pushes');
+    // No statement parameters, no connection string, no token key.
+    expect(reported).not.toMatch(/params: (?!\[redacted\])/);
+    expect(JSON.stringify(event.payload)).not.toContain(db.role);
+    expect(JSON.stringify(event.payload)).not.toContain(TEST_TOKEN_KEY);
+    expect(
+      await until(
+        async () => checkIns(),
+        (s) => s.length >= 4,
+      ),
+    ).toEqual(['in_progress', 'ok', 'in_progress', 'error']);
+
+    await db.asSuperuser(`GRANT UPDATE ON invoice_pushes TO ${db.role}`);
+    await scheduled();
+    expect(
+      (
+        await until(
+          async () => checkIns(),
+          (s) => s.length >= 6,
+        )
+      ).slice(4),
+    ).toEqual(['in_progress', 'ok']);
+  });
+});
