@@ -6,8 +6,9 @@
 // budget back runs after each claim, outside what is measured. Then, at the largest count, 1, 3 and 6
 // claimers claim and settle back to back (the minute lifted, Xero's 5 in flight kept) and the app row's
 // contention is read from pg_stat_activity: the share of samples in which a claim waited on a lock.
-// Before that, BENCH_HISTORY (1,000,000) pushed and dead pushes are added over the tenants and the claim
-// is measured again, with one EXPLAIN ANALYZE: the rows it read of invoice_pushes, and no sequential scan.
+// Before that, BENCH_HISTORY (1,000,000) pushed and dead pushes are added (half over every tenant, half
+// over the 20 with a backlog) and the claim is measured again, with one EXPLAIN ANALYZE: the rows it
+// read of invoice_pushes, and no sequential scan.
 // Last line: `result: claim_ms_20=… claim_ms_2000=… claim_ms_10000=… scale_ratio=… wal_bytes_per_push=…
 // full_vs_empty=…` (medians; wal over the full-window claims at the largest count).
 
@@ -316,16 +317,19 @@ try {
     }
     scenarios.push(...(await measure(count)));
   }
-  // The history: settled pushes spread over every tenant. The claim must read none of them.
+  // The history: settled pushes, half of them spread over every tenant and half on the tenants with a
+  // backlog (busy tenants have long histories). The claim must read none of them.
   progress(`adding ${HISTORY} pushed and dead pushes`);
   for (let done = 0; done < HISTORY; done += 200_000) {
     await sql.query(
       `INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload,
                                    status, updated_at)
-       SELECT $1, ids.a[1 + g % cardinality(ids.a)], 'history-' || g, 'test', '{}'::jsonb,
+       SELECT $1, CASE WHEN g % 2 = 0 THEN ids.a[1 + g / 2 % cardinality(ids.a)]
+                       ELSE ($4::uuid[])[1 + g / 2 % cardinality($4::uuid[])] END,
+              'history-' || g, 'test', '{}'::jsonb,
               CASE WHEN g % 10 = 0 THEN 'dead' ELSE 'pushed' END, now() - (g % 2000) * interval '1 hour'
        FROM (SELECT array_agg(id) AS a FROM xero_connections) ids, generate_series($2::int, $3::int) AS g`,
-      [org.id, done + 1, Math.min(HISTORY, done + 200_000)],
+      [org.id, done + 1, Math.min(HISTORY, done + 200_000), backlogTenants],
     );
   }
   const withHistory = (await measure(connected)).map((s) => ({ ...s, history: HISTORY }));
