@@ -90,7 +90,7 @@ const due = (owner: string) => sql`p.status IN ('queued', 'failed') AND p.next_a
  * range of one value, not `connection_id = tenant`: an equality lets the planner drop connection_id
  * from that order and walk invoice_pushes_due_idx in next_attempt_at order, filtering out the other
  * tenants' due pushes in the expectation that a tenant's are spread evenly among them. Beside a large
- * history it did, at 8 ms a probe when a tenant's pushes came after the others' (docs/xero-budget.md).
+ * history it did, when a tenant's pushes came after the others' (docs/xero-budget.md).
  * With the range, only invoice_pushes_connection_due_idx yields the order without reading and sorting
  * every tenant's due pushes, and its leading column still bounds the scan when statistics are stale.
  */
