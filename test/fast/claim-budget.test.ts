@@ -177,6 +177,16 @@ async function refreshRowsRead(): Promise<Record<string, number>> {
   return plan ? rowsPerTable(plan) : {};
 }
 
+/** `n` more tenants of `connectionId`'s organization and grant, named `${prefix}1` to `${prefix}n`. */
+async function moreTenants(connectionId: string, n: number, prefix: string): Promise<void> {
+  await app.database.pool.query(
+    `INSERT INTO xero_connections (organization_id, grant_id, tenant_id)
+     SELECT c.organization_id, c.grant_id, $2 || i FROM xero_connections c, generate_series(1, $3::int) AS i
+     WHERE c.id = $1`,
+    [connectionId, prefix, n],
+  );
+}
+
 /** Gives back what a claim took, so the next claim starts from the same state. */
 async function unclaim(): Promise<void> {
   await app.database.pool.query(
@@ -234,12 +244,7 @@ describe("the claim's cost", () => {
 describe("a tenant's history", () => {
   it('does not change what a claim reads: before statistics, and beside 10,000 settled pushes a tenant', async () => {
     const a = await tenantWithQueue('History A', 0);
-    await app.database.pool.query(
-      `INSERT INTO xero_connections (organization_id, grant_id, tenant_id)
-       SELECT c.organization_id, c.grant_id, 'history-' || i FROM xero_connections c, generate_series(1, 19) AS i
-       WHERE c.id = $1`,
-      [a.connectionId],
-    );
+    await moreTenants(a.connectionId, 19, 'history-');
     // 20 tenants, queued one after another (as a bulk upload per tenant queues them), in an order
     // unrelated to their ids (a fixed permutation of their ranks, so that every run has the same
     // statistics): in next_attempt_at order a tenant's pushes follow the others', not spread among them.
@@ -287,12 +292,7 @@ describe('many tenants with work', () => {
   it('a claim looks at a bounded number of them, and every one is reached in turn', async () => {
     const a = await tenantWithQueue('Many A', 1);
     // 299 more tenants with one queued push each: 300 with work, more than a claim looks at.
-    await app.database.pool.query(
-      `INSERT INTO xero_connections (organization_id, grant_id, tenant_id)
-       SELECT c.organization_id, c.grant_id, 'busy-' || i FROM xero_connections c, generate_series(1, 299) AS i
-       WHERE c.id = $1`,
-      [a.connectionId],
-    );
+    await moreTenants(a.connectionId, 299, 'busy-');
     await app.database.pool.query(
       `INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
        SELECT c.organization_id, c.id, c.tenant_id, 'test', '{}'::jsonb, 'queued'
