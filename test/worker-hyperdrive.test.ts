@@ -1,16 +1,14 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
 import pg from 'pg';
-import { parse } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { pushStatus, terminateWaitingClaim } from './support/poisoned-claim.js';
 import { type Cluster, startCluster, startStandby, waitForReplay } from './support/postgres.js';
-import { repoRoot, TEST_TOKEN_KEY } from './support/server.js';
+import { TEST_TOKEN_KEY } from './support/server.js';
 import {
   captureLog,
   connectedOrganization,
@@ -22,17 +20,13 @@ import {
 } from './support/ticks.js';
 import { until } from './support/until.js';
 import { workerJsonLines } from './support/worker-log.js';
+import { buildWorker, runScheduled, wranglerSettings } from './support/wrangler.js';
 
 // The Hyperdrive entry (src/runtime/worker-hyperdrive.ts, what `npm run build:worker:hyperdrive`
 // bundles) in workerd via Miniflare's `hyperdrives` option: workerd gets a HYPERDRIVE binding whose
 // connectionString leads, through Miniflare's local proxy, to a real Postgres. What this cannot show is
 // Hyperdrive's own pooling and query cache: locally, as under `wrangler dev`, neither is in the path
 // (developers.cloudflare.com/hyperdrive/configuration/local-development/).
-
-const wrangler = parse(readFileSync(join(repoRoot, 'wrangler.toml'), 'utf8')) as {
-  compatibility_date: string;
-  compatibility_flags: string[];
-};
 
 let cluster: Cluster;
 let sandbox: Sandbox;
@@ -41,15 +35,7 @@ const started: Miniflare[] = [];
 
 beforeAll(async () => {
   outdir = mkdtempSync(join(tmpdir(), 'worker-hyperdrive-'));
-  execFileSync(
-    'npx',
-    ['wrangler', 'deploy', 'src/runtime/worker-hyperdrive.ts', '--dry-run', '--outdir', outdir],
-    {
-      cwd: repoRoot,
-      env: { ...process.env, XDG_CONFIG_HOME: join(outdir, 'config'), WRANGLER_SEND_METRICS: 'false' },
-      stdio: 'pipe',
-    },
-  );
+  buildWorker(outdir, ['src/runtime/worker-hyperdrive.ts']);
   [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
 }, 180_000);
 afterAll(async () => {
@@ -69,8 +55,8 @@ function worker(
     modules: true,
     scriptPath: join(outdir, 'worker-hyperdrive.js'),
     modulesRoot: outdir,
-    compatibilityDate: wrangler.compatibility_date,
-    compatibilityFlags: wrangler.compatibility_flags,
+    compatibilityDate: wranglerSettings.compatibility_date,
+    compatibilityFlags: wranglerSettings.compatibility_flags,
     ...(hyperdrive ? { hyperdrives: { HYPERDRIVE: withPassword(hyperdrive) } } : {}),
     bindings: {
       TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY,
@@ -218,8 +204,7 @@ describe('the Worker through a Hyperdrive binding, in workerd', () => {
     const mf = worker(url, sandboxEnv(sandbox));
     await readyz(mf);
     // The tick's claim waits on a held table lock; its backend is terminated, then the lock let go.
-    const fetcher = (await mf.getWorker()) as unknown as { scheduled(o: { cron: string }): Promise<unknown> };
-    await terminateWaitingClaim(cluster, url, () => fetcher.scheduled({ cron: '* * * * *' }));
+    await terminateWaitingClaim(cluster, url, () => runScheduled(mf));
     expect(await pushStatus(url, id)).toBe('pushed');
     expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(1);
   });
@@ -254,8 +239,7 @@ describe('the Worker through a Hyperdrive binding, in workerd', () => {
     const id = await queuePush(handle.db, org.id, 'hyperdrive-1');
     await handle.close();
     const mf = worker(url, sandboxEnv(sandbox));
-    const fetcher = (await mf.getWorker()) as unknown as { scheduled(o: { cron: string }): Promise<unknown> };
-    await fetcher.scheduled({ cron: '* * * * *' });
+    await runScheduled(mf);
     const db = new pg.Client(url);
     await db.connect();
     const { rows } = await db.query('SELECT status FROM invoice_pushes WHERE id = $1', [id]);

@@ -1,28 +1,20 @@
-// The Worker built with Sentry's SDK in its bundle (`sentryErrorTracking`, no Tail Worker), in workerd
-// via Miniflare, against a real Postgres through the local Neon proxy and a local Sentry endpoint: a
-// failing cron run reaches Sentry from inside the invocation, as its check-ins do.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
-import { parse } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
-import { ownedDatabase } from './support/databases.js';
+import { neonUrl, ownedDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { type SentrySink, startSentrySink } from './support/sentry-sink.js';
-import { repoRoot, TEST_TOKEN_KEY } from './support/server.js';
+import { TEST_TOKEN_KEY } from './support/server.js';
 import { captureLog, openDatabase, type Sandbox, sandboxEnv } from './support/ticks.js';
 import { until } from './support/until.js';
 import { workerJsonLines } from './support/worker-log.js';
+import { buildWorker, runScheduled, wranglerSettings } from './support/wrangler.js';
 
 const ENTRY = 'test/support/worker-sentry-entry.ts';
-const wrangler = parse(readFileSync(join(repoRoot, 'wrangler.toml'), 'utf8')) as {
-  compatibility_date: string;
-  compatibility_flags: string[];
-};
 
 let cluster: Cluster;
 let sandbox: Sandbox;
@@ -34,11 +26,7 @@ let mf: Miniflare | undefined;
 beforeAll(async () => {
   outdir = mkdtempSync(join(tmpdir(), 'worker-sentry-'));
   // wrangler.toml's settings, with this entry instead of its main.
-  execFileSync('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', outdir, ENTRY], {
-    cwd: repoRoot,
-    env: { ...process.env, XDG_CONFIG_HOME: join(outdir, 'config'), WRANGLER_SEND_METRICS: 'false' },
-    stdio: 'pipe',
-  });
+  buildWorker(outdir, [ENTRY]);
   [cluster, sandbox, sentry] = await Promise.all([
     startCluster(),
     startXeroSandbox({ port: 0 }),
@@ -57,19 +45,16 @@ describe('the Worker with Sentry in its bundle', () => {
   it('a cron run that fails with 42501 sends its error and an error check-in to SENTRY_DSN; the run after the grant, ok', async () => {
     const db = await ownedDatabase(cluster, 'worker_sentry');
     await (await openDatabase(db.url, captureLog().log)).close();
-    const url = new URL(db.url);
-    // The proxy ignores the host: any Neon-looking name reaches the cluster.
-    url.host = 'db.neon.invalid';
     mf = new Miniflare({
       // Its console lines (the failed run is logged as an error) stay out of the test output.
       ...workerJsonLines(() => {}),
       modules: true,
       scriptPath: join(outdir, 'worker-sentry-entry.js'),
       modulesRoot: outdir,
-      compatibilityDate: wrangler.compatibility_date,
-      compatibilityFlags: wrangler.compatibility_flags,
+      compatibilityDate: wranglerSettings.compatibility_date,
+      compatibilityFlags: wranglerSettings.compatibility_flags,
       bindings: {
-        DATABASE_URL: url.toString(),
+        DATABASE_URL: neonUrl(db.url),
         DATABASE_DRIVER: 'neon-http',
         NEON_LOCAL_PROXY: proxy.url,
         TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY,
@@ -78,13 +63,8 @@ describe('the Worker with Sentry in its bundle', () => {
         ...sandboxEnv(sandbox),
       },
     });
-    const scheduled = async () => {
-      // Miniflare's Fetcher type comes from its own bundled workers-types; only this method is needed.
-      const worker = (await mf?.getWorker()) as unknown as {
-        scheduled(o: { cron: string }): Promise<unknown>;
-      };
-      await worker.scheduled({ cron: '* * * * *' });
-    };
+    const worker = mf;
+    const scheduled = () => runScheduled(worker);
     const checkIns = () =>
       sentry.items
         .filter((i) => i.header.type === 'check_in' && i.payload.monitor_slug === 'push-invoices')

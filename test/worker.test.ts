@@ -1,23 +1,21 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSecretBox, generateKeyBase64 } from '@honest-health/platform/crypto';
 import { sql } from 'drizzle-orm';
 import { Miniflare } from 'miniflare';
 import pg from 'pg';
-import { parse } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrganization } from '../src/app/organizations.js';
 import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
-import { freshDatabase, ownedDatabase } from './support/databases.js';
+import { freshDatabase, neonUrl, ownedDatabase } from './support/databases.js';
 import { startHeartbeatSink } from './support/heartbeat-sink.js';
 import { pushStatus, terminateWaitingClaim } from './support/poisoned-claim.js';
 import { freePort } from './support/ports.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { startSentrySink } from './support/sentry-sink.js';
-import { repoRoot, type ServerProcess, spawnServer, TEST_TOKEN_KEY } from './support/server.js';
+import { type ServerProcess, spawnServer, TEST_TOKEN_KEY } from './support/server.js';
 import {
   captureLog,
   connectedOrganization,
@@ -29,15 +27,12 @@ import {
 } from './support/ticks.js';
 import { until } from './support/until.js';
 import { workerJsonLines } from './support/worker-log.js';
+import { buildWorker, runScheduled, wranglerSettings } from './support/wrangler.js';
 
 // The real Worker bundle (what `npm run build:worker` produces) in workerd via Miniflare, against a
 // real Postgres through the local Neon proxy, and the Xero sandbox.
 
 type NeonProxy = Awaited<ReturnType<typeof startNeonProxy>>;
-const wrangler = parse(readFileSync(join(repoRoot, 'wrangler.toml'), 'utf8')) as {
-  compatibility_date: string;
-  compatibility_flags: string[];
-};
 
 let cluster: Cluster;
 let sandbox: Sandbox;
@@ -47,27 +42,9 @@ const started: Miniflare[] = [];
 
 beforeAll(async () => {
   outdir = mkdtempSync(join(tmpdir(), 'worker-bundle-'));
-  const wranglerEnv = {
-    ...process.env,
-    XDG_CONFIG_HOME: join(outdir, 'config'),
-    WRANGLER_SEND_METRICS: 'false',
-  };
-  execFileSync('npx', ['wrangler', 'deploy', '--dry-run', '--outdir', outdir], {
-    cwd: repoRoot,
-    env: wranglerEnv,
-    stdio: 'pipe',
-  });
+  buildWorker(outdir);
   // The errors Tail Worker, as `npm run deploy:workers:errors` builds it.
-  const errorsDir = join(outdir, 'errors');
-  execFileSync(
-    'npx',
-    ['wrangler', 'deploy', '-c', 'wrangler.errors.toml', '--dry-run', '--outdir', errorsDir],
-    {
-      cwd: repoRoot,
-      env: wranglerEnv,
-      stdio: 'pipe',
-    },
-  );
+  buildWorker(join(outdir, 'errors'), ['-c', 'wrangler.errors.toml']);
   [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
   proxy = await startNeonProxy({ upstream: cluster.url() });
 }, 180_000);
@@ -94,8 +71,8 @@ function appWorker(bindings: Record<string, string>, neonProxy: { url: string } 
     modules: true,
     scriptPath: join(outdir, 'worker.js'),
     modulesRoot: outdir,
-    compatibilityDate: wrangler.compatibility_date,
-    compatibilityFlags: wrangler.compatibility_flags,
+    compatibilityDate: wranglerSettings.compatibility_date,
+    compatibilityFlags: wranglerSettings.compatibility_flags,
     bindings: {
       TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY,
       NEON_LOCAL_PROXY: neonProxy.url,
@@ -122,28 +99,14 @@ function workerWithErrorTail(bindings: Record<string, string>, sentryDsn: string
         modules: true,
         scriptPath: join(errorsDir, 'worker-errors.js'),
         modulesRoot: errorsDir,
-        compatibilityDate: wrangler.compatibility_date,
-        compatibilityFlags: wrangler.compatibility_flags,
+        compatibilityDate: wranglerSettings.compatibility_date,
+        compatibilityFlags: wranglerSettings.compatibility_flags,
         bindings: { SENTRY_DSN: sentryDsn },
       },
     ],
   });
   started.push(mf);
   return mf;
-}
-
-/** A database reached through the Neon proxy: the host in the URL is ignored by the proxy. */
-const neonUrl = (url: string) => {
-  const u = new URL(url);
-  u.host = 'db.neon.invalid';
-  return u.toString();
-};
-
-/** Runs the Worker's scheduled() handler as the every-minute cron trigger would. */
-async function scheduled(mf: Miniflare): Promise<void> {
-  // Miniflare's Fetcher type comes from its own bundled workers-types; only this method is needed.
-  const fetcher = (await mf.getWorker()) as unknown as { scheduled(o: { cron: string }): Promise<unknown> };
-  await fetcher.scheduled({ cron: '* * * * *' });
 }
 
 async function readyz(mf: Miniflare) {
@@ -341,7 +304,7 @@ describe('the Worker in workerd', () => {
     const id = await queuePush(handle.db, org.id, 'cron-1');
     await handle.close();
     const mf = worker({ DATABASE_URL: neonUrl(url), ...sandboxEnv(sandbox) });
-    await scheduled(mf);
+    await runScheduled(mf);
     const db = new pg.Client(url);
     await db.connect();
     const { rows } = await db.query('SELECT status, xero_invoice_id FROM invoice_pushes WHERE id = $1', [id]);
@@ -416,7 +379,7 @@ describe('the Worker in workerd', () => {
       TOKEN_ENCRYPTION_KEYS_PREVIOUS: TEST_TOKEN_KEY,
       ...sandboxEnv(sandbox),
     });
-    await scheduled(mf);
+    await runScheduled(mf);
     const db = new pg.Client(url);
     await db.connect();
     const push = await db.query('SELECT status FROM invoice_pushes WHERE id = $1', [id]);
@@ -454,7 +417,7 @@ describe('the Worker in workerd', () => {
           unknown
         >;
       sandbox.state.faults.add({ target: 'invoices', kind: 'drop', count: 1 });
-      await scheduled(mf);
+      await runScheduled(mf);
       expect(await row()).toMatchObject({ status: 'failed', xero_in_doubt: true });
       // Seven minutes pass on both sides: Xero has forgotten the key.
       sandbox.state.clock.advance(7 * 60_000);
@@ -462,7 +425,7 @@ describe('the Worker in workerd', () => {
         `UPDATE invoice_pushes SET xero_key_sent_at = xero_key_sent_at - interval '7 minutes', next_attempt_at = now() WHERE id = $1`,
         [id],
       );
-      await scheduled(mf);
+      await runScheduled(mf);
       const invoices = [...(sandbox.state.tenants.get(tenantId)?.invoices.values() ?? [])];
       expect(invoices).toHaveLength(1);
       expect(await row()).toMatchObject({ status: 'pushed', xero_invoice_id: invoices[0]?.InvoiceID });
@@ -503,7 +466,7 @@ describe('the Worker in workerd', () => {
     let stop = false;
     try {
       // The isolate goes first (so it surely takes part): one invocation, the tenant's 5 slots.
-      await scheduled(mf);
+      await runScheduled(mf);
       expect(await count(`status = 'pushed'`)).toBe(5);
       const env = { DATABASE_URL: url, TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY, ...sandboxEnv(sandbox) };
       servers.push(
@@ -512,7 +475,7 @@ describe('the Worker in workerd', () => {
         )),
       );
       const crons = (async () => {
-        while (!stop) await scheduled(mf);
+        while (!stop) await runScheduled(mf);
       })();
       await until(
         () => count(`status = 'pushed'`),
@@ -552,7 +515,7 @@ describe('the Worker in workerd', () => {
 
     // Hold the queue's table so the tick's claim waits; then kill the waiting backend (57P01, a
     // poison error) and let go. Only a dispose-and-retry inside the invocation can still push it.
-    await terminateWaitingClaim(cluster, url, () => scheduled(mf));
+    await terminateWaitingClaim(cluster, url, () => runScheduled(mf));
     expect(await pushStatus(url, id)).toBe('pushed');
     expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(1);
   });
@@ -578,7 +541,7 @@ describe('the Worker in workerd', () => {
       expect(before.status).toBe(503);
       expect(before.body.ticks['push-invoices']).toMatchObject({ status: 'overdue', overdue: true });
 
-      await scheduled(mf);
+      await runScheduled(mf);
       const after = await tickHealth(mf);
       expect(after.status).toBe(200);
       for (const tick of ['push-invoices', 'refresh-tokens']) {
@@ -655,12 +618,12 @@ describe('the Worker in workerd', () => {
         },
         sentry.dsn,
       );
-      await scheduled(mf);
+      await runScheduled(mf);
       expect((await tickHealth(mf)).status).toBe(200);
 
       await asSuperuser(`REVOKE UPDATE ON invoice_pushes FROM ${role}`);
-      await scheduled(mf);
-      await scheduled(mf);
+      await runScheduled(mf);
+      await runScheduled(mf);
       const failing = await tickHealth(mf);
       expect(failing.status).toBe(503);
       expect(failing.body.ticks['push-invoices']).toMatchObject({
@@ -695,7 +658,7 @@ describe('the Worker in workerd', () => {
       ]);
 
       await asSuperuser(`GRANT UPDATE ON invoice_pushes TO ${role}`);
-      await scheduled(mf);
+      await runScheduled(mf);
       const recovered = await tickHealth(mf);
       expect(recovered.status).toBe(200);
       expect(recovered.body.ticks['push-invoices']).toMatchObject({ status: 'ok', consecutive_failures: 0 });

@@ -42,3 +42,10 @@ export async function ownedDatabase(cluster: Cluster, prefix = 'owned'): Promise
     },
   };
 }
+
+/** The same database reached through the local Neon proxy, which ignores the URL's host. */
+export function neonUrl(url: string): string {
+  const u = new URL(url);
+  u.host = 'db.neon.invalid';
+  return u.toString();
+}

@@ -2,6 +2,7 @@ import type { Database, Logger } from '@honest-health/platform';
 import { interval, poisonReason } from '@honest-health/platform';
 import { type SecretBox, SecretBoxOpenError } from '@honest-health/platform/crypto';
 import { and, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
+import { ofConnection } from '../push/connection-range.js';
 import { xeroConnections, xeroGrants } from '../schema.js';
 import type { XeroClient } from '../xero/client.js';
 import { tokenContext } from './grants.js';
@@ -97,14 +98,12 @@ export const KEEP_ALIVE_MS = 7 * 86_400_000;
  * its refresh token alive.
  */
 function dueGrants(deps: RefreshTickDeps) {
-  // A connection's due pushes as the claim reads them (claim.ts dueFor): a range of one connection_id,
-  // in (connection_id, next_attempt_at) order, which only invoice_pushes_connection_due_idx yields
-  // without a sort. Joined on equality, the planner may scan the organization's pending pushes and
-  // filter them, reading them all for a connection that has none due.
+  // A connection's due pushes as the claim reads them (ofConnection, in index order): joined on
+  // equality, the planner may scan every pending push for a connection that has none due.
   const pushDue = sql`EXISTS (
     SELECT 1 FROM xero_connections c CROSS JOIN LATERAL (
       SELECT 1 FROM invoice_pushes p
-      WHERE p.status IN ('queued', 'failed') AND p.connection_id >= c.id AND p.connection_id <= c.id
+      WHERE p.status IN ('queued', 'failed') AND ${ofConnection(sql`c.id`)}
         AND p.next_attempt_at < now() + ${interval(deps.aheadMs ?? deps.refreshWithinMs)}
       ORDER BY p.connection_id, p.next_attempt_at LIMIT 1) due
     WHERE c.grant_id = ${xeroGrants.id} AND c.status = 'active')`;

@@ -2,6 +2,7 @@ import type { Database } from '@honest-health/platform';
 import { interval } from '@honest-health/platform';
 import { type SQL, sql } from 'drizzle-orm';
 import { type SubWindows, subWindows, type XeroBudget } from './budget.js';
+import { ofConnection } from './connection-range.js';
 import { rowsOf } from './rows.js';
 import { slotsAdd, slotsHeld, windowAdd, windowUsed } from './window-sql.js';
 
@@ -85,17 +86,9 @@ export interface SendRecord {
 const due = (owner: string) => sql`p.status IN ('queued', 'failed') AND p.next_attempt_at <= now()
   AND (p.lease_expires_at IS NULL OR p.lease_expires_at < now() OR p.lease_owner = ${owner})`;
 
-/**
- * The same for one tenant's pushes, read in (connection_id, next_attempt_at) order. The tenant is a
- * range of one value, not `connection_id = tenant`: an equality lets the planner drop connection_id
- * from that order and walk invoice_pushes_due_idx in next_attempt_at order, filtering out the other
- * tenants' due pushes in the expectation that a tenant's are spread evenly among them. Beside a large
- * history it did, when a tenant's pushes came after the others' (docs/xero-budget.md).
- * With the range, only invoice_pushes_connection_due_idx yields the order without reading and sorting
- * every tenant's due pushes, and its leading column still bounds the scan when statistics are stale.
- */
+/** The same for one tenant's pushes, read in (connection_id, next_attempt_at) order (ofConnection). */
 const dueFor = (owner: string, tenant: SQL) => sql`p.status IN ('queued', 'failed')
-  AND p.connection_id >= ${tenant} AND p.connection_id <= ${tenant} AND p.next_attempt_at <= now()
+  AND ${ofConnection(tenant)} AND p.next_attempt_at <= now()
   AND (p.lease_expires_at IS NULL OR p.lease_expires_at < now() OR p.lease_owner = ${owner})`;
 
 const sendable = sql`c.status = 'active' AND g.status = 'active'
