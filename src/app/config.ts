@@ -29,6 +29,8 @@ export interface ApiLimits {
   rate: { perMinute: number; burst: number };
   maxPendingInvoices: number;
   maxPendingConnectFlows: number;
+  /** Request-body bytes being read or handled at once in this process or isolate. */
+  bodyBudgetBytes: number;
 }
 
 export interface XeroConfig {
@@ -121,6 +123,8 @@ const schema = object({
   API_RATE_BURST: int(1, 1_000_000, 100),
   ORG_MAX_PENDING_INVOICES: int(1, 100_000_000, 10_000),
   ORG_MAX_PENDING_CONNECT_FLOWS: int(1, 10_000, 20),
+  // At least one largest body (1 MiB); 16 MiB by default, an eighth of a Worker isolate's 128 MB.
+  REQUEST_BODY_BUDGET_BYTES: int(1_048_576, 4_294_967_296, 16_777_216),
 }).check(
   superRefine((e, ctx) => {
     // A real database holds real tokens: they are only ever encrypted with a key the operator owns.
@@ -205,6 +209,7 @@ export function loadAppConfig(env: Env): AppConfig {
       rate: { perMinute: e.API_RATE_PER_MINUTE, burst: e.API_RATE_BURST },
       maxPendingInvoices: e.ORG_MAX_PENDING_INVOICES,
       maxPendingConnectFlows: e.ORG_MAX_PENDING_CONNECT_FLOWS,
+      bodyBudgetBytes: e.REQUEST_BODY_BUDGET_BYTES,
     },
   };
 }

@@ -1,4 +1,4 @@
-import { Hono, type Logger } from '@honest-health/platform';
+import { BodyBudget, Hono, type Logger } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
 import { apiHeaders } from './api-headers.js';
 import type { ApiKeyIndex } from './api-key-index.js';
@@ -41,7 +41,15 @@ export function appRoutes({
     '/connect-links',
     connectLinkRoutes({ config: xeroConfig, maxPendingFlows: limits.maxPendingConnectFlows }),
   );
-  api.route('/invoices', invoiceRoutes({ pushTick, maxPendingInvoices: limits.maxPendingInvoices }));
+  api.route(
+    '/invoices',
+    invoiceRoutes({
+      pushTick,
+      maxPendingInvoices: limits.maxPendingInvoices,
+      // Built once per process or isolate, as these routes are: the budget is theirs together.
+      bodyBudget: new BodyBudget(limits.bodyBudgetBytes),
+    }),
+  );
   api.route('/connections', connectionRoutes({ xero, box, log, pushTick }));
   app.route('/api', api);
   return app;

@@ -100,11 +100,14 @@ describe('POST /api/invoices in process', () => {
     const before = app.scheduled.length;
     const res = await post(invoiceBody({ reference: 'PO-1' }));
     expect(res.status).toBe(202);
-    const created = (await res.json()) as { id: string; status: string; invoice: unknown };
+    const text = await res.text();
+    const created = JSON.parse(text) as { id: string; status: string; invoice?: unknown };
+    // The id, status and where to read it; never the invoice back.
     expect(created).toMatchObject({
       status: 'awaiting_connection',
-      invoice: invoiceBody({ reference: 'PO-1' }),
+      links: { self: `/api/invoices/${created.id}` },
     });
+    expect(created.invoice).toBeUndefined();
     // Nothing to push yet: no tick is asked for.
     expect(app.scheduled.slice(before)).toEqual([]);
     const read = await get(`/api/invoices/${created.id}`);

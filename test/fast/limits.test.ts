@@ -72,6 +72,7 @@ describe('the per-key rate (GCRA)', () => {
       rate: { perMinute: 600, burst: 100 },
       maxPendingInvoices: 10_000,
       maxPendingConnectFlows: 20,
+      bodyBudgetBytes: 16 * 1024 * 1024,
     });
   });
 

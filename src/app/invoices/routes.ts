@@ -1,14 +1,13 @@
-import { Hono, validate } from '@honest-health/platform';
+import { BodyBudget, Hono, limitBodies, validate } from '@honest-health/platform';
 import { sha256Hex } from '@honest-health/platform/crypto';
 import { coerce, int, maximum, minimum, optional, strictObject, string, uuid, enum as zenum } from 'zod/mini';
 import type { AuthEnv } from '../auth.js';
-import { limitBodySize } from '../body-size.js';
 import { ApiError, errorBody } from '../errors.js';
 import { PUSH_STATUSES } from '../schema.js';
 import { fieldErrors, idempotencyKey, invoiceInput } from './input.js';
 import { PendingInvoiceQuota } from './quota.js';
 import { createPush, findPush, findPushByKey, isChosenTenant, listPushes } from './store.js';
-import { decodeCursor, encodeCursor, listItemView, pushView } from './view.js';
+import { acceptedView, decodeCursor, encodeCursor, listItemView, pushView } from './view.js';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 const DEFAULT_PAGE = 50;
@@ -21,20 +20,26 @@ export interface InvoiceRoutesDeps {
   pushTick: string;
   /** ORG_MAX_PENDING_INVOICES. */
   maxPendingInvoices?: number;
+  /** REQUEST_BODY_BUDGET_BYTES: the bodies of every POST in flight in this process or isolate. */
+  bodyBudget?: BodyBudget;
 }
 
-export function invoiceRoutes({ pushTick, maxPendingInvoices = 10_000 }: InvoiceRoutesDeps) {
+export function invoiceRoutes({
+  pushTick,
+  maxPendingInvoices = 10_000,
+  bodyBudget = new BodyBudget(16 * MAX_BODY_BYTES),
+}: InvoiceRoutesDeps) {
   const routes = new Hono<AuthEnv>();
   const quota = new PendingInvoiceQuota(maxPendingInvoices);
 
   routes.post(
     '/',
-    // The rest of the body is never read, so the connection cannot be reused: say so.
-    limitBodySize(MAX_BODY_BYTES, (c) =>
-      c.json(errorBody('payload_too_large', `the body must be at most ${MAX_BODY_BYTES} bytes`), 413, {
-        connection: 'close',
-      }),
-    ),
+    limitBodies({
+      budget: bodyBudget,
+      maxBodyBytes: MAX_BODY_BYTES,
+      tooLarge: (c) =>
+        c.json(errorBody('payload_too_large', `the body must be at most ${MAX_BODY_BYTES} bytes`), 413),
+    }),
     async (c) => {
       const key = c.req.header('idempotency-key');
       if (key === undefined || !validate(idempotencyKey, key).success) {
@@ -66,9 +71,12 @@ export function invoiceRoutes({ pushTick, maxPendingInvoices = 10_000 }: Invoice
       }
       const input = parsed.data;
       if (input.tenantId !== undefined) input.tenantId = input.tenantId.toLowerCase();
-      const hash = sha256Hex(JSON.stringify(input));
+      // The payload is serialized once and that text goes to Postgres as it is; without a tenantId it
+      // is also what the request hash is over (the tenant is part of the request, not the payload).
+      const { tenantId, ...payload } = input;
+      const payloadText = JSON.stringify(payload);
+      const hash = sha256Hex(tenantId === undefined ? payloadText : JSON.stringify(input));
       const organization = c.get('organization');
-      const { tenantId } = input;
       const outcome = await c.var.withDatabase(async (db) => {
         // A tenant the organization has not chosen is refused, unless this is a replay of a key
         // already used (answered as before, whatever the connection became since).
@@ -81,7 +89,7 @@ export function invoiceRoutes({ pushTick, maxPendingInvoices = 10_000 }: Invoice
           const existing = await findPushByKey(db, organization.id, key);
           return existing ? { push: existing, created: false } : 'over_quota';
         }
-        const result = await createPush(db, organization.id, key, input, hash);
+        const result = await createPush(db, organization.id, key, { tenantId, payloadText }, hash);
         if (result.created) quota.added(organization.id);
         return result;
       });
@@ -111,7 +119,8 @@ export function invoiceRoutes({ pushTick, maxPendingInvoices = 10_000 }: Invoice
         );
       }
       if (created && push.status === 'queued') c.var.schedule(pushTick);
-      return c.json(pushView(push), created ? 202 : 200);
+      // Never the invoice back: a 1 MiB echo per POST was most of what a client received.
+      return c.json(acceptedView(push), created ? 202 : 200);
     },
   );
 

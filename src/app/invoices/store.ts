@@ -8,7 +8,6 @@ import {
 import { and, desc, eq, type SQL, sql } from 'drizzle-orm';
 import { rowsOf } from '../push/rows.js';
 import { invoicePushes, organizations, type PushStatus, xeroConnections } from '../schema.js';
-import type { InvoiceInput } from './input.js';
 
 // Every state change is a single statement, so the same code runs on pg, PGlite and Neon over HTTP.
 
@@ -30,7 +29,8 @@ const columns = {
 };
 
 const { payload: _payload, requestHash: _requestHash, ...createdColumns } = columns;
-// A list never reads the payload: a page of large invoices would be that many MiB through the pool.
+// A list, and an answer to a POST, never read the payload: a page of large invoices would be that
+// many MiB through the pool, and a replay answers without it.
 const { payload: _listPayload, ...listColumns } = columns;
 
 export type PushRow = {
@@ -49,8 +49,10 @@ export type PushRow = {
   cursorAt: string;
 };
 
+export type AcceptedRow = Omit<PushRow, 'payload'>;
+
 export interface CreateResult {
-  push: PushRow;
+  push: AcceptedRow;
   created: boolean;
 }
 
@@ -97,7 +99,8 @@ function prepareInsert(db: Database) {
           where ${xeroConnections.id} = ${connection}))`,
         idempotencyKey: sql.placeholder('key'),
         requestHash: sql.placeholder('requestHash'),
-        payload: sql.placeholder('payload'),
+        // Sent as the text the request's JSON became, cast by Postgres: not serialized again here.
+        payload: sql`${sql.placeholder('payloadText')}::jsonb`,
         status: sql`case when ${connection} is null then 'awaiting_connection' else 'queued' end`,
         lastError: sql`case when ${connection} is not null then null
           when ${tenant} is null then ${NO_DEFAULT_REASON}::text else ${TENANT_GONE_REASON}::text end`,
@@ -133,17 +136,23 @@ export async function isChosenTenant(
  * chosen inside the INSERT (the chosen tenant named, or the organization's default; neither: the push
  * waits, awaiting_connection, with the reason in last_error). A repeated Idempotency-Key returns the
  * existing row (created: false); the caller compares request hashes to tell a replay from a conflict.
- * `tenantId` is checked by the caller first (isChosenTenant) and is not part of the stored payload.
+ * `tenantId` is checked by the caller first (isChosenTenant) and is not part of the stored payload,
+ * which comes as its JSON text (the invoice without tenantId).
  */
 export async function createPush(
   db: Database,
   organizationId: string,
   key: string,
-  input: InvoiceInput,
+  input: { tenantId: string | undefined; payloadText: string },
   requestHash: string,
 ): Promise<CreateResult> {
-  const { tenantId = null, ...payload } = input;
-  const values = { organizationId, tenantId, key, requestHash, payload };
+  const values = {
+    organizationId,
+    tenantId: input.tenantId ?? null,
+    key,
+    requestHash,
+    payloadText: input.payloadText,
+  };
   let inserted: Awaited<ReturnType<ReturnType<typeof prepareInsert>['execute']>>[number] | undefined;
   try {
     [inserted] = await preparedInsert(db).execute(values);
@@ -155,7 +164,7 @@ export async function createPush(
     preparedInserts.delete(db);
     [inserted] = await preparedInsert(db).execute(values);
   }
-  if (inserted) return { push: { ...inserted, requestHash, payload } as PushRow, created: true };
+  if (inserted) return { push: { ...inserted, requestHash } as AcceptedRow, created: true };
   const existing = await findByKey(db, organizationId, key);
   // The conflicting row cannot vanish: pushes are never deleted while their organization exists.
   if (!existing) throw new Error('idempotency conflict without an existing row');
@@ -175,12 +184,16 @@ function preparedInsert(db: Database) {
   return insert;
 }
 
-async function findByKey(db: Database, organizationId: string, key: string): Promise<PushRow | undefined> {
+async function findByKey(
+  db: Database,
+  organizationId: string,
+  key: string,
+): Promise<AcceptedRow | undefined> {
   const [row] = await db
-    .select(columns)
+    .select(listColumns)
     .from(invoicePushes)
     .where(and(eq(invoicePushes.organizationId, organizationId), eq(invoicePushes.idempotencyKey, key)));
-  return row as PushRow | undefined;
+  return row as AcceptedRow | undefined;
 }
 
 /** Scoped to the organization: another organization's id reads as absent (404, not 403). */

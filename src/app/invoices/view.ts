@@ -2,7 +2,15 @@ import type { PushRow } from './store.js';
 
 /** What the API shows of a push: never the request hash or lease internals. */
 export function pushView(row: PushRow) {
-  return { ...listItemView(row), invoice: row.payload };
+  return { ...listItemView(row), invoice: row.payload, links: { self: `/api/invoices/${row.id}` } };
+}
+
+/** What POST answers: the id, status and where to read it, never the invoice it carried. */
+export function acceptedView(row: Omit<PushRow, 'payload'>) {
+  return {
+    ...listItemView(row),
+    links: { self: `/api/invoices/${row.id}` },
+  };
 }
 
 /**

@@ -5,6 +5,7 @@ export * from '../db/poison.js';
 export type { ProcessDatabase } from '../db/process-database.js';
 export * from '../db/statements.js';
 export * from '../db/types.js';
+export * from '../http/body-budget.js';
 export * from '../http/error-body.js';
 export * from '../http/hono.js';
 export * from '../http/module.js';
