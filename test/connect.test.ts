@@ -1,3 +1,4 @@
+import { sha256Hex } from '@honest-health/platform/crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
@@ -25,6 +26,9 @@ beforeAll(async () => {
       DATABASE_URL: url,
       REGISTRY_REFRESH_MS: '100',
       TICK_INTERVAL_MS: '60000',
+      // Every request here comes from one address: the per-address limit is tested on its own.
+      CONNECT_RATE_PER_MINUTE: '1000000',
+      CONNECT_RATE_BURST: '100000',
       ...sandboxEnv(sandbox),
       XERO_AUTHORIZE_URL: `${sandbox.url}/identity/connect/authorize`,
       XERO_REDIRECT_URI: `http://127.0.0.1:${port}/connect/xero/callback`,
@@ -60,10 +64,16 @@ function planConsent(plan: { tenantIds?: string[]; grantScope?: string } = {}): 
   });
 }
 
-/** A browser opens a link: our redirect to Xero, with the flow's state and PKCE challenge. */
+/**
+ * A browser opens a link: a page that spends nothing (a mail scanner's prefetch sees only this), whose
+ * button POSTs back; then our redirect to Xero, with the flow's state and PKCE challenge.
+ */
 async function openLink(browser: Browser, link: string): Promise<URL> {
-  const start = await browser.fetch(link);
-  expect(start.status).toBe(302);
+  const page = await browser.fetch(link);
+  expect(page.status).toBe(200);
+  expect(await page.text()).toMatch(/<form method="post" action="\?link=[A-Za-z0-9_-]{43}">/);
+  const start = await spendLink(browser, link);
+  expect(start.status).toBe(303);
   const toXero = new URL(start.headers.get('location') ?? '');
   expect(toXero.origin + toXero.pathname).toBe(`${sandbox.url}/identity/connect/authorize`);
   expect(toXero.searchParams.get('state')).toMatch(/^[A-Za-z0-9_-]{43}$/);
@@ -71,6 +81,10 @@ async function openLink(browser: Browser, link: string): Promise<URL> {
   expect(toXero.searchParams.get('code_challenge_method')).toBe('S256');
   return toXero;
 }
+
+/** The confirm page's button: POST to the link's own address. */
+const spendLink = (browser: Browser, link: string, init: RequestInit = {}) =>
+  browser.fetch(link, { ...init, method: 'POST' });
 
 /** Xero's (auto-approving) consent page redirects back to our callback with a code and the state. */
 async function consent(toXero: URL, plan: Parameters<typeof planConsent>[0] = {}): Promise<URL> {
@@ -382,6 +396,13 @@ describe('connect links', () => {
     expect(ttl).toBeGreaterThan(9 * 60_000);
     expect(ttl).toBeLessThanOrEqual(10 * 60_000);
 
+    // A mail scanner or chat preview fetches the link first: it gets the page, and spends nothing.
+    const scanner = new Browser();
+    for (let i = 0; i < 2; i++) expect((await scanner.fetch(minted.url)).status).toBe(200);
+    expect(scanner.setCookies).toEqual([]);
+    const linkHash = sha256Hex(new URL(minted.url).searchParams.get('link') ?? '');
+    expect(await sql('SELECT 1 FROM connect_links WHERE link_hash = $1', [linkHash])).toHaveLength(1);
+
     const browser = new Browser();
     await openLink(browser, minted.url);
     const cookie = browser.setCookies[0] ?? '';
@@ -401,7 +422,7 @@ describe('connect links', () => {
     }
 
     // Single use: the same link again (in any browser) is refused.
-    const again = await new Browser().fetch(minted.url, { headers: asJson });
+    const again = await spendLink(new Browser(), minted.url, { headers: asJson });
     expect(again.status).toBe(400);
     expect(await again.json()).toEqual({
       error: expect.objectContaining({
@@ -412,10 +433,16 @@ describe('connect links', () => {
     const missing = await server.get('/connect/xero/start', { headers: asJson });
     expect(missing.status).toBe(400);
     expect(await errorCode(missing)).toBe('invalid_link');
+    // A malformed link is refused before the database is asked, on GET and POST alike.
+    for (const method of ['GET', 'POST']) {
+      const made = await server.get('/connect/xero/start?link=made-up', { method, headers: asJson });
+      expect(made.status).toBe(400);
+      expect(await errorCode(made)).toBe('invalid_link');
+    }
     // An expired link is refused too.
     const stale = await mintLink(org.apiKey);
     await sql(`UPDATE connect_links SET expires_at = now() - interval '1 second'`);
-    const expired = await new Browser().fetch(stale, { headers: asJson });
+    const expired = await spendLink(new Browser(), stale, { headers: asJson });
     expect(expired.status).toBe(400);
     expect(await errorCode(expired)).toBe('invalid_link');
 
@@ -493,7 +520,7 @@ describe('connect links', () => {
     expect(html).toContain('POST /api/connections/{id}/choose');
 
     // A's own person opening the link later is refused: it was single use.
-    const late = await new Browser().fetch(link, { headers: asJson });
+    const late = await spendLink(new Browser(), link, { headers: asJson });
     expect(late.status).toBe(400);
     expect(await errorCode(late)).toBe('invalid_link');
 

@@ -31,6 +31,8 @@ export interface ApiLimits {
   maxPendingConnectFlows: number;
   /** Request-body bytes being read or handled at once in this process or isolate. */
   bodyBudgetBytes: number;
+  /** What one client address may ask of the unauthenticated connect pages. */
+  clientRate: { perMinute: number; burst: number };
 }
 
 export interface XeroConfig {
@@ -125,6 +127,8 @@ const schema = object({
   ORG_MAX_PENDING_CONNECT_FLOWS: int(1, 10_000, 20),
   // At least one largest body (1 MiB); 16 MiB by default, an eighth of a Worker isolate's 128 MB.
   REQUEST_BODY_BUDGET_BYTES: int(1_048_576, 4_294_967_296, 16_777_216),
+  CONNECT_RATE_PER_MINUTE: int(1, 6_000_000, 60),
+  CONNECT_RATE_BURST: int(1, 1_000_000, 20),
 }).check(
   superRefine((e, ctx) => {
     // A real database holds real tokens: they are only ever encrypted with a key the operator owns.
@@ -210,6 +214,7 @@ export function loadAppConfig(env: Env): AppConfig {
       maxPendingInvoices: e.ORG_MAX_PENDING_INVOICES,
       maxPendingConnectFlows: e.ORG_MAX_PENDING_CONNECT_FLOWS,
       bodyBudgetBytes: e.REQUEST_BODY_BUDGET_BYTES,
+      clientRate: { perMinute: e.CONNECT_RATE_PER_MINUTE, burst: e.CONNECT_RATE_BURST },
     },
   };
 }

@@ -4,6 +4,7 @@
 // effort (docs/api.md, "Rate limits"). The map is bounded: the least recently seen key is dropped
 // first, which at worst gives that key a fresh burst.
 
+import type { AppEnv } from '@honest-health/platform';
 import { createMiddleware } from 'hono/factory';
 import type { AuthEnv } from './auth.js';
 import { errorBody } from './errors.js';
@@ -67,6 +68,33 @@ export function limitKeyRate(limiter: KeyRateLimiter, config: RateLimitConfig) {
         ),
         429,
         { 'retry-after': String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000))) },
+      );
+    }
+    await next();
+  });
+}
+
+/**
+ * The same rate per client address, for what answers strangers (the connect flow's pages): checked
+ * before anything else, so a flood costs the database nothing past the allowance. The address is
+ * the platform's `clientIp` (CLIENT_IP_HEADER behind a trusted proxy, else the socket's peer);
+ * without one, every such request shares one allowance.
+ */
+export function limitClientRate(limiter: KeyRateLimiter, config: RateLimitConfig) {
+  return createMiddleware<AppEnv>(async (c, next) => {
+    const decision = limiter.take(c.var.clientIp ?? 'unknown');
+    if (!decision.allowed) {
+      return c.json(
+        errorBody(
+          'rate_limited',
+          `this address is over its rate limit of ${config.perMinute} requests a minute (bursts of ${config.burst}) on this endpoint`,
+          [{ path: 'client', message: `at most ${config.perMinute} requests a minute per address` }],
+        ),
+        429,
+        {
+          'retry-after': String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000))),
+          'cache-control': 'no-store',
+        },
       );
     }
     await next();

@@ -34,7 +34,10 @@ export function appRoutes({
 }: AppRoutesDeps): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
   for (const path of ['/api', '/api/*', '/connect', '/connect/*']) app.use(path, apiHeaders);
-  app.route('/connect', connectRoutes({ xero, config: xeroConfig, box, log, pushTick }));
+  app.route(
+    '/connect',
+    connectRoutes({ xero, config: xeroConfig, box, log, pushTick, clientRate: limits.clientRate }),
+  );
   const api = new Hono<AuthEnv>();
   api.use('*', requireApiKey(apiKeys), limitKeyRate(new KeyRateLimiter(limits.rate), limits.rate));
   api.route(

@@ -1,13 +1,19 @@
 import type { AppTick, Logger } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
 import type { AppConfig } from './config.js';
+import { sweepExpiredFlows } from './connections/connect-links.js';
 import { AccessTokenCache } from './connections/grants.js';
 import { CredentialsState, refreshExpiringTokens } from './connections/refresh-tokens.js';
 import { prunePushes } from './push/prune-pushes.js';
 import { pushDueInvoices } from './push/tick.js';
 import type { XeroClient } from './xero/client.js';
 
-export const TICKS = { push: 'push-invoices', refresh: 'refresh-tokens', prune: 'prune-pushes' } as const;
+export const TICKS = {
+  push: 'push-invoices',
+  refresh: 'refresh-tokens',
+  prune: 'prune-pushes',
+  sweep: 'sweep-connect-flows',
+} as const;
 
 export interface TickSetup {
   config: AppConfig;
@@ -62,14 +68,20 @@ export function createTicks({ config, xero, box, owner, log }: TickSetup) {
 export function appTicks(setup: TickSetup): AppTick[] {
   if (!setup.config.xero.clientId) {
     setup.log.warn('Xero is not configured (XERO_CLIENT_ID): the push and token-refresh ticks are off');
-    return retentionTick(setup.config);
+    return [sweepTick(setup.config), ...retentionTick(setup.config)];
   }
   const ticks = createTicks(setup);
   const intervalMs = setup.config.tickIntervalMs;
   return [
     ...[TICKS.refresh, TICKS.push].map((name) => ({ name, intervalMs, run: ticks[name] })),
+    sweepTick(setup.config),
     ...retentionTick(setup.config),
   ];
+}
+
+/** Expired connect links and OAuth states: swept here, so no stranger's request ever pays for it. */
+function sweepTick(config: TickSetup['config']): AppTick {
+  return { name: TICKS.sweep, intervalMs: config.tickIntervalMs, run: sweepExpiredFlows };
 }
 
 /** The retention tick, when PUSH_RETENTION_DAYS is set: at most 10,000 rows a run, 1,000 a statement. */

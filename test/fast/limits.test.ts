@@ -73,6 +73,7 @@ describe('the per-key rate (GCRA)', () => {
       maxPendingInvoices: 10_000,
       maxPendingConnectFlows: 20,
       bodyBudgetBytes: 16 * 1024 * 1024,
+      clientRate: { perMinute: 60, burst: 20 },
     });
   });
 

@@ -5,7 +5,11 @@
 import type { SecretBox } from '@honest-health/platform/crypto';
 import { sha256Hex } from '@honest-health/platform/crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_MAX_PENDING_FLOWS, mintLink } from '../../src/app/connections/connect-links.js';
+import {
+  DEFAULT_MAX_PENDING_FLOWS,
+  mintLink,
+  sweepExpiredFlows,
+} from '../../src/app/connections/connect-links.js';
 import {
   consumeState,
   randomToken,
@@ -151,7 +155,12 @@ describe('OAuth state', () => {
     expect(await consumeState(app.database.db, box, { state: flow.state, browser })).toEqual({
       kind: 'unknown',
     });
+    // Swept by the tick, not by the next flow (a request never pays for it).
     await startFlow(app.database.db, box, { link: await link(org.id), browser: randomToken() });
+    expect(
+      (await query<{ state_hash: string }>('SELECT state_hash FROM oauth_states')).map((r) => r.state_hash),
+    ).toContain(sha256Hex(flow.state));
+    expect((await sweepExpiredFlows(app.database.db)).states).toBeGreaterThanOrEqual(1);
     expect(
       (await query<{ state_hash: string }>('SELECT state_hash FROM oauth_states')).map((r) => r.state_hash),
     ).not.toContain(sha256Hex(flow.state));

@@ -86,6 +86,18 @@ nothing flows until they confirm.</p>`,
   return page('Xero connected', parts.join('\n'));
 }
 
+/**
+ * What GET of a connect link shows: a button that POSTs to the same address. A mail scanner or chat
+ * preview that fetches the link sees this page and spends nothing; the person's click spends it.
+ */
+export function confirmPage(action: string): string {
+  return page(
+    'Connect Xero',
+    `<p>This link connects an organization to Xero. It works once: continue only if you meant to open it.</p>
+<form method="post" action="${escapeHtml(action)}"><button type="submit">Continue to Xero</button></form>`,
+  );
+}
+
 export function errorPage(code: string, message: string): string {
   return page(
     'Xero was not connected',

@@ -16,6 +16,20 @@ export const DEFAULT_MAX_PENDING_FLOWS = 20;
 
 export type MintedLink = { kind: 'ok'; token: string; expiresAt: Date } | { kind: 'too_many' };
 
+/**
+ * Expired links and flows, swept by a tick (never on a request, where a stranger's requests would
+ * pay for it): one statement, so it runs on every driver.
+ */
+export async function sweepExpiredFlows(db: Database): Promise<{ links: number; states: number }> {
+  const [row] = rowsOf<{ links: number | string; states: number | string }>(
+    await db.execute(sql`
+      WITH links AS (DELETE FROM connect_links WHERE expires_at < now() RETURNING 1),
+           states AS (DELETE FROM oauth_states WHERE expires_at < now() RETURNING 1)
+      SELECT (SELECT count(*) FROM links)::int AS links, (SELECT count(*) FROM states)::int AS states`),
+  );
+  return { links: Number(row?.links ?? 0), states: Number(row?.states ?? 0) };
+}
+
 /** A one-time link token for the organization; only its hash is stored. */
 export async function mintLink(
   db: Database,
@@ -23,8 +37,6 @@ export async function mintLink(
   maxPending = DEFAULT_MAX_PENDING_FLOWS,
 ): Promise<MintedLink> {
   const token = randomToken();
-  // Expired links are swept as new ones are minted, like states.
-  await db.execute(sql`DELETE FROM connect_links WHERE expires_at < now()`);
   // One statement: the bound holds for concurrent mints too, up to a race of a few rows.
   const result = await db.execute(sql`
     INSERT INTO connect_links (link_hash, organization_id, expires_at)

@@ -5,10 +5,18 @@ import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import type { AuthEnv } from '../auth.js';
 import type { XeroConfig } from '../config.js';
 import { ApiError, errorBody } from '../errors.js';
+import { KeyRateLimiter, limitClientRate, type RateLimitConfig } from '../rate-limit.js';
 import { authEventIdOf, type XeroClient } from '../xero/client.js';
-import { type ConnectResult, confirmation, errorPage, successPage, wantsJson } from './callback-page.js';
+import {
+  type ConnectResult,
+  confirmation,
+  confirmPage,
+  errorPage,
+  successPage,
+  wantsJson,
+} from './callback-page.js';
 import { saveGrant } from './grants.js';
-import { consumeState, randomToken, STATE_TTL_MS, startFlow } from './oauth-state.js';
+import { consumeState, isWellFormedToken, randomToken, STATE_TTL_MS, startFlow } from './oauth-state.js';
 import { missingInvoiceScope } from './scopes.js';
 
 export interface ConnectRoutesDeps {
@@ -18,15 +26,23 @@ export interface ConnectRoutesDeps {
   log: Logger;
   /** Scheduled once a connection is stored: invoices that waited for one can be pushed now. */
   pushTick: string;
+  /** CONNECT_RATE_PER_MINUTE, CONNECT_RATE_BURST: what one client address may ask of these pages. */
+  clientRate?: RateLimitConfig;
 }
+
+const invalidLink = (message: string) =>
+  new ApiError(400, 'invalid_link', `the connect link is ${message}; mint a new one`, [
+    { path: 'link', message },
+  ]);
 
 /** Binds a flow to the browser that opened the link (RFC 9700 §4.7.1: CSRF protection bound to the user agent). */
 export const FLOW_COOKIE = 'xero_connect';
 
 /**
  * The OAuth connect flow, started from a one-time link (POST /api/connect-links):
- * - GET /connect/xero/start?link=… spends the link, sets a cookie binding this browser to a new state
- *   with a PKCE S256 verifier, and redirects to Xero;
+ * - GET /connect/xero/start?link=… shows a page whose button POSTs to the same address, which spends
+ *   the link, sets a cookie binding this browser to a new state with a PKCE S256 verifier, and
+ *   redirects to Xero;
  * - GET /connect/xero/callback needs that cookie, spends the state, and exchanges the code with the
  *   verifier, so a code issued for another flow is refused by Xero (RFC 7636 §4.6, RFC 9700 §4.5).
  * Tokens are stored encrypted, one connection per tenant the user approved; none receives invoices
@@ -35,6 +51,8 @@ export const FLOW_COOKIE = 'xero_connect';
 export function connectRoutes(deps: ConnectRoutesDeps) {
   const { config, xero, box, log } = deps;
   const routes = new Hono<AuthEnv>();
+  const clientRate = deps.clientRate ?? { perMinute: 60, burst: 20 };
+  routes.use('/xero/*', limitClientRate(new KeyRateLimiter(clientRate), clientRate));
   // The cookie lives beside the callback only, at the public path Xero redirects to.
   const cookiePath = new URL('.', config.redirectUri).pathname.replace(/\/$/, '') || '/';
   const secureCookie = (c: Context) =>
@@ -57,23 +75,36 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
     );
   });
 
+  // A link is opened with GET and spent with POST from the page GET shows: whatever prefetches the
+  // link (a mail scanner, a chat preview) sees the page and spends nothing. GET reads no database.
+  const linkOf = (c: Context): { link: string; clientId: string } => {
+    const { clientId } = config;
+    if (!clientId) throw new ApiError(503, 'xero_not_configured', 'Xero is not configured on this server');
+    const link = c.req.query('link');
+    if (!link)
+      throw new ApiError(400, 'invalid_link', 'link is required', [{ path: 'link', message: 'required' }]);
+    if (!isWellFormedToken(link)) throw invalidLink('not a link this server made');
+    return { link, clientId };
+  };
+
   routes.get('/xero/start', async (c) =>
     answer(c, async () => {
-      if (!config.clientId)
-        throw new ApiError(503, 'xero_not_configured', 'Xero is not configured on this server');
-      const link = c.req.query('link');
-      if (!link)
-        throw new ApiError(400, 'invalid_link', 'link is required', [{ path: 'link', message: 'required' }]);
+      const { link } = linkOf(c);
+      c.header('cache-control', 'no-store');
+      c.header('referrer-policy', 'no-referrer');
+      const action = `?${new URLSearchParams({ link })}`;
+      if (wantsJson(c.req.header('accept')))
+        return c.json({ confirm: { method: 'POST', url: `${c.req.path}${action}` } });
+      return c.html(confirmPage(action));
+    }),
+  );
+
+  routes.post('/xero/start', async (c) =>
+    answer(c, async () => {
+      const { link, clientId } = linkOf(c);
       const browser = randomToken();
       const flow = await c.var.withDatabase((db) => startFlow(db, box, { link, browser }));
-      if (!flow) {
-        throw new ApiError(
-          400,
-          'invalid_link',
-          'the connect link is unknown, used or expired; mint a new one',
-          [{ path: 'link', message: 'unknown, used or expired' }],
-        );
-      }
+      if (!flow) throw invalidLink('unknown, used or expired');
       setCookie(c, FLOW_COOKIE, browser, {
         path: cookiePath,
         httpOnly: true,
@@ -85,7 +116,7 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
       // Xero's "PKCE flow" guide: code_challenge + code_challenge_method=S256 on the authorize URL.
       url.search = new URLSearchParams({
         response_type: 'code',
-        client_id: config.clientId,
+        client_id: clientId,
         redirect_uri: config.redirectUri,
         scope: config.scopes,
         state: flow.state,
@@ -94,7 +125,8 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
       }).toString();
       c.header('cache-control', 'no-store');
       c.header('referrer-policy', 'no-referrer');
-      return c.redirect(url.toString(), 302);
+      // 303: the browser follows a POST's redirect with a GET.
+      return c.redirect(url.toString(), 303);
     }),
   );
 
@@ -108,7 +140,17 @@ export function connectRoutes(deps: ConnectRoutesDeps) {
           ...(state ? [] : [{ path: 'state', message: 'required' }]),
         ]);
       }
-      const browser = getCookie(c, FLOW_COOKIE);
+      if (!isWellFormedToken(state)) {
+        throw new ApiError(
+          400,
+          'invalid_state',
+          'the state is not one this server made; start again from a new link',
+          [{ path: 'state', message: 'not a state this server made' }],
+        );
+      }
+      // A malformed cookie is no cookie: it cannot name a flow.
+      const cookie = getCookie(c, FLOW_COOKIE);
+      const browser = isWellFormedToken(cookie) ? cookie : undefined;
       const consumed = await c.var.withDatabase((db) => consumeState(db, box, { state, browser }));
       if (consumed.kind === 'unknown') {
         throw new ApiError(

@@ -11,6 +11,10 @@ export const STATE_TTL_MS = 10 * 60_000;
 /** 32 random bytes, base64url: 43 characters, the shortest verifier RFC 7636 §4.1 allows. */
 export const randomToken = (): string => encodeBase64Url(crypto.getRandomValues(new Uint8Array(32)));
 
+/** What randomToken makes; anything else is refused before the database is asked. */
+export const isWellFormedToken = (token: string | undefined): token is string =>
+  token !== undefined && /^[A-Za-z0-9_-]{43}$/.test(token);
+
 /** Sealed to its row: a verifier copied into another state's row does not open. */
 const verifierContext = (stateHash: string) => `oauth_states.code_verifier:${stateHash}`;
 
@@ -40,8 +44,6 @@ export async function startFlow(
   const stateHash = sha256Hex(state);
   const verifier = randomToken();
   const verifierEnc = await box.seal(verifier, verifierContext(stateHash));
-  // Expired states are swept as new ones are issued: no separate job for a table this small.
-  await db.execute(sql`DELETE FROM oauth_states WHERE expires_at < now()`);
   const result = await db.execute(sql`
     WITH link AS (
       DELETE FROM connect_links

@@ -3,7 +3,13 @@ import type { HttpConfig } from './config.js';
 
 // The contract between the process lifecycle and a runtime's HTTP server (platform/runtimes/*-listener.ts).
 
-export type FetchHandler = (request: Request) => Response | Promise<Response>;
+/** What the runtime knows of the connection a request came on. */
+export interface ConnectionInfo {
+  /** The peer's address (the socket's), when the runtime has one. */
+  remoteAddress?: string | undefined;
+}
+
+export type FetchHandler = (request: Request, connection?: ConnectionInfo) => Response | Promise<Response>;
 
 /** What a runtime's HTTP server must offer once bound: its port, and a drain. */
 export interface Listener {

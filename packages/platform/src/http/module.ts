@@ -26,6 +26,11 @@ export type RequestScope = {
    * first: for reads and idempotent writes. A second failure answers 503 database_unavailable.
    */
   withDatabase<T>(fn: (db: Database) => Promise<T>): Promise<T>;
+  /**
+   * The client's address: from CLIENT_IP_HEADER when that proxy is trusted, else the socket's peer;
+   * undefined when neither is known (a Worker without the header configured).
+   */
+  clientIp: string | undefined;
 };
 
 export type AppEnv = { Variables: RequestScope };

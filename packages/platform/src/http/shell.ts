@@ -23,6 +23,8 @@ export interface ServedScope {
   probeDatabase: DatabaseHandle;
   writeProbe: WriteProbe;
   schedule(tick: string): void;
+  /** The socket's peer, where the runtime has one. */
+  clientAddress?: string | undefined;
 }
 
 export type ShellEnv = { Bindings: ServedScope; Variables: RequestScope };
@@ -41,6 +43,8 @@ export interface ShellOptions<E extends AppEnv> {
    * does not have.
    */
   internalEndpoints?: 'here' | 'elsewhere';
+  /** CLIENT_IP_HEADER: the trusted proxy's header that names the client. */
+  clientIpHeader?: string | undefined;
 }
 
 export type InternalShellOptions = Pick<
@@ -66,6 +70,8 @@ export function createShell<E extends AppEnv>(options: ShellOptions<E>): Hono<Sh
     c.set('database', database);
     c.set('schedule', schedule);
     c.set('withDatabase', (fn) => withPoisonRetry(database, fn, { retry: true, source: 'request', log }));
+    const header = options.clientIpHeader;
+    c.set('clientIp', (header === undefined ? undefined : c.req.header(header)) ?? c.env.clientAddress);
     await next();
   });
   shell.route('/', app.routes);

@@ -169,6 +169,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       errors,
       telemetry: noTelemetry,
       internalEndpoints: internalServed ? 'here' : 'elsewhere',
+      clientIpHeader: config.clientIpHeader,
       metrics: {
         token: telemetry.metricsToken,
         render: (scope) => {

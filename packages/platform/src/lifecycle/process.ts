@@ -202,6 +202,7 @@ export async function startProcess<C, E extends AppEnv>(
       app,
       ...parts,
       internalEndpoints: internal.port === undefined ? 'here' : 'elsewhere',
+      clientIpHeader: config.clientIpHeader,
     });
     // New work is run now rather than at the next interval (shutdown awaits the run).
     const scope: ServedScope = {
@@ -210,13 +211,16 @@ export async function startProcess<C, E extends AppEnv>(
       writeProbe: dbs.writeProbe,
       schedule: (tick) => loops.trigger(tick),
     };
-    listener = await runtime.listen((request) => shell.fetch(request, scope), {
-      port: config.port,
-      host: config.host,
-      http: httpConfig,
-      defaultHost: DEFAULT_HOST,
-      log,
-    });
+    listener = await runtime.listen(
+      (request, connection) => shell.fetch(request, { ...scope, clientAddress: connection?.remoteAddress }),
+      {
+        port: config.port,
+        host: config.host,
+        http: httpConfig,
+        defaultHost: DEFAULT_HOST,
+        log,
+      },
+    );
     log.info('listening', { host: config.host, port: listener.port });
     if (internal.port !== undefined) {
       const internalShell = createInternalShell(parts);

@@ -19,6 +19,8 @@ interface BunServer {
    * bytes do not reset (measured on Bun 1.4.5), so a deadline for receiving the body.
    */
   timeout(request: Request, seconds: number): void;
+  /** The peer's address (bun-types serve.d.ts); null for a Unix socket. */
+  requestIP(request: Request): { address: string } | null;
 }
 declare const Bun: {
   serve(options: {
@@ -44,9 +46,10 @@ export const listenBun: Listen = async (fetch, { port, host, http: limits, defau
     fetch: async (request, server) => {
       // HTTP_REQUEST_TIMEOUT_MS for a body, as Node's requestTimeout (there, a 408; here, a close).
       if (hasBody(request)) server.timeout(request, requestTimeoutS);
+      const connection = { remoteAddress: server.requestIP(request)?.address };
       const response = await (request.url.startsWith('/')
-        ? fetch(new Request(base + request.url, request))
-        : fetch(request));
+        ? fetch(new Request(base + request.url, request), connection)
+        : fetch(request, connection));
       // An answer before the body was read (a 413 on its declared size): Bun would close with the rest
       // unread, and the reset can beat the answer to the client. Read and discard it first, up to a
       // bound (node-early-answers.ts does the same on Node, answering first).

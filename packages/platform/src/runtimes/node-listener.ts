@@ -8,7 +8,8 @@ import { drainEarlyAnswers } from '../http/node-early-answers.js';
 export const listenNode: Listen = (fetch, { port, host, http: limits, defaultHost, log }) =>
   new Promise((resolve, reject) => {
     const server = createAdaptorServer({
-      fetch,
+      // @hono/node-server passes { incoming, outgoing } as the env: only the peer's address goes on.
+      fetch: (request, env) => fetch(request, { remoteAddress: env.incoming.socket.remoteAddress }),
       // The Host for a request that has none (HTTP/1.0, as HAProxy's default httpchk sends). Without it
       // @hono/node-server answers 400: `const host = incoming.headers.host || defaultHostname;
       // if (!host) throw new RequestError("Missing host header")` (src/request.ts).

@@ -38,7 +38,15 @@ export interface Config {
   databasePooler: DatabasePooler;
   logLevel: LogLevel;
   sentryDsn: string | undefined;
+  /**
+   * The header a trusted proxy puts the client's address in (Fly's, Cloudflare's); unset: the
+   * socket's peer. Trusting it anywhere else would let a client name any address it likes.
+   */
+  clientIpHeader: ClientIpHeader | undefined;
 }
+
+export const CLIENT_IP_HEADERS = ['fly-client-ip', 'cf-connecting-ip'] as const;
+export type ClientIpHeader = (typeof CLIENT_IP_HEADERS)[number];
 
 export const DATABASE_POOLERS = ['auto', 'session', 'transaction'] as const;
 export type DatabasePooler = (typeof DATABASE_POOLERS)[number];
@@ -105,6 +113,9 @@ const envSchema = object({
   LOG_LEVEL: oneOf(['debug', 'info', 'warn', 'error'], 'info'),
   // A malformed DSN is not a configuration error: error tracking is advisory and its boot step warns.
   SENTRY_DSN: optional(string()),
+  CLIENT_IP_HEADER: optional(
+    zenum(CLIENT_IP_HEADERS, { error: () => `must be one of ${CLIENT_IP_HEADERS.join(', ')}` }),
+  ),
 });
 
 export class ConfigError extends Error {
@@ -178,6 +189,7 @@ export function loadConfig(env: Env): Config {
     databasePooler: e.DATABASE_POOLER,
     logLevel: e.LOG_LEVEL,
     sentryDsn: e.SENTRY_DSN,
+    clientIpHeader: e.CLIENT_IP_HEADER,
   };
 }
 
