@@ -4,6 +4,7 @@ import type { DatabaseHandle } from '../db/handle.js';
 import { isPoolExhausted, poisonReason } from '../db/poison.js';
 import { DatabaseUnavailableError, withPoisonRetry } from '../db/poison-retry.js';
 import type { WriteProbe } from '../db/probe.js';
+import { errorCode } from '../util/error-chain.js';
 import type { ErrorTracker } from '../util/error-tracking.js';
 import type { Logger } from '../util/log.js';
 import type { Telemetry } from '../util/telemetry.js';
@@ -81,9 +82,26 @@ export function createShell<E extends AppEnv>(options: ShellOptions<E>): Hono<Sh
     const answered = app.onError?.(err, c);
     if (answered) return answered;
     if (err instanceof HTTPException) return c.json(errorBody('bad_request', err.message), err.status);
-    return databaseUnavailable(err, c, log) ?? internalError(err, c, log, errors);
+    return (
+      databaseUnavailable(err, c, log) ?? statementTimedOut(err, c, log) ?? internalError(err, c, log, errors)
+    );
   });
   return shell;
+}
+
+// SQLSTATE 57014: STATEMENT_TIMEOUT_MS cancelled the statement. The database is busy or the request
+// asked too much of it; the pool is fine, so nothing is disposed.
+function statementTimedOut(err: Error, c: Context<ShellEnv>, log: Logger): Response | undefined {
+  if (errorCode(err) !== '57014') return undefined;
+  log.warn('request failed: statement timeout', { method: c.req.method, path: c.req.path });
+  return c.json(
+    errorBody(
+      'database_timeout',
+      'the database did not answer within this server’s statement timeout (STATEMENT_TIMEOUT_MS); retry shortly',
+    ),
+    503,
+    { 'retry-after': '1' },
+  );
 }
 
 /**

@@ -43,6 +43,8 @@ export interface Config {
    * socket's peer. Trusting it anywhere else would let a client name any address it likes.
    */
   clientIpHeader: ClientIpHeader | undefined;
+  /** Every statement on the application pool, where sessions last; 0: none (docs/poolers.md). */
+  statementTimeoutMs: number;
 }
 
 export const CLIENT_IP_HEADERS = ['fly-client-ip', 'cf-connecting-ip'] as const;
@@ -113,6 +115,7 @@ const envSchema = object({
   LOG_LEVEL: oneOf(['debug', 'info', 'warn', 'error'], 'info'),
   // A malformed DSN is not a configuration error: error tracking is advisory and its boot step warns.
   SENTRY_DSN: optional(string()),
+  STATEMENT_TIMEOUT_MS: int(0, 3_600_000, 5000),
   CLIENT_IP_HEADER: optional(
     zenum(CLIENT_IP_HEADERS, { error: () => `must be one of ${CLIENT_IP_HEADERS.join(', ')}` }),
   ),
@@ -190,6 +193,7 @@ export function loadConfig(env: Env): Config {
     logLevel: e.LOG_LEVEL,
     sentryDsn: e.SENTRY_DSN,
     clientIpHeader: e.CLIENT_IP_HEADER,
+    statementTimeoutMs: e.STATEMENT_TIMEOUT_MS,
   };
 }
 

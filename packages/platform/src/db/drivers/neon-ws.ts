@@ -2,7 +2,7 @@ import { Client, Pool } from '@neondatabase/serverless';
 import { drizzle } from 'drizzle-orm/neon-serverless';
 import type { Logger } from '../../util/log.js';
 import type { DatabasePool, PoolRole, SqlSession } from '../types.js';
-import { type PgCompatiblePool, wrapPgCompatiblePool } from './pg-compatible.js';
+import { type PgCompatiblePool, type SessionTimeout, wrapPgCompatiblePool } from './pg-compatible.js';
 
 export interface NeonWsPoolOptions {
   url: string;
@@ -10,6 +10,8 @@ export interface NeonWsPoolOptions {
   maxLifetimeSeconds: number;
   connectionTimeoutMs: number;
   log: Logger;
+  /** STATEMENT_TIMEOUT_MS, where sessions last (not behind Neon's pooled endpoint). */
+  timeout?: SessionTimeout;
 }
 
 /** A WebSocket pool: sessions, interactive transactions and advisory locks, like node-postgres. */
@@ -26,6 +28,7 @@ export function createNeonWsPool(options: NeonWsPoolOptions, role: PoolRole): Da
     drizzle({ client: pool }),
     role,
     options.log,
+    options.timeout,
   );
 }
 

@@ -53,6 +53,7 @@ export function createNeonDriver(
           maxLifetimeSeconds: config.poolMaxLifetimeSeconds,
           connectionTimeoutMs: Math.max(config.probeTimeoutMs, 10_000),
           log,
+          timeout: { statementTimeoutMs: config.statementTimeoutMs, sessionsLast: () => statements.named },
         },
         role,
       );

@@ -23,6 +23,8 @@ export function nodePgDriver(
   probeTimeoutMs: number,
   /** Each pool's own settings (the URL, its size); `probe` is true for the write probe's pool. */
   settings: (probe: boolean, role: PoolRole) => PoolConfig,
+  /** STATEMENT_TIMEOUT_MS for the application pool, where sessions last (statements.named). */
+  statementTimeoutMs = 0,
 ): DatabaseDriver {
   let modules: Modules | undefined;
   return {
@@ -44,6 +46,7 @@ export function nodePgDriver(
         modules.drizzle({ client }),
         role,
         log,
+        probe ? undefined : { statementTimeoutMs, sessionsLast: () => statements.named },
       );
       statements.register(pool.db);
       return pool;

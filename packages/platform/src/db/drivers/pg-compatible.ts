@@ -13,6 +13,7 @@ export interface PgCompatiblePool {
   connect(): Promise<PgCompatibleClient>;
   query(text: string, params?: unknown[]): Promise<{ rows: Row[] }>;
   on(event: 'error', listener: (err: Error) => void): unknown;
+  on(event: 'connect', listener: (client: PgCompatibleClient) => void): unknown;
   end(): Promise<void>;
   readonly totalCount: number;
   readonly idleCount: number;
@@ -94,11 +95,25 @@ function track(client: PgCompatibleClient): PgCompatibleClient {
   return client;
 }
 
+/**
+ * STATEMENT_TIMEOUT_MS on the application pool: a session setting made as each connection opens (it
+ * runs before the connection's first query, queued behind it on the client, so it costs no round
+ * trip on a request). Only where sessions last (direct, a session pooler): behind a transaction
+ * pooler a SET would land on a server connection other clients share, so there it is left to the
+ * role (`ALTER ROLE … SET statement_timeout`) or the pooler (docs/poolers.md).
+ */
+export interface SessionTimeout {
+  statementTimeoutMs: number;
+  /** Whether a session setting stays with this connection (false behind a transaction pooler). */
+  sessionsLast(): boolean;
+}
+
 export function wrapPgCompatiblePool(
   pool: PgCompatiblePool,
   db: Database,
   role: PoolRole,
   log: Logger,
+  timeout?: SessionTimeout,
 ): DatabasePool {
   let ending = false;
   // Without a listener an idle client's error (server restart, failover) crashes the process.
@@ -107,14 +122,27 @@ export function wrapPgCompatiblePool(
     if (!ending) log.warn('idle database client failed', { pool: role, err });
   });
   const failWaiting = wrapConnect(pool);
+  const bounded = timeout !== undefined && timeout.statementTimeoutMs > 0;
+  const setStatementTimeout = (client: PgCompatibleClient, ms: number) =>
+    client.query(`SET statement_timeout = ${Math.trunc(ms)}`);
+  if (bounded) {
+    pool.on('connect', (client) => {
+      // A failure here fails the connection's next query too, which reports it.
+      if (timeout.sessionsLast()) setStatementTimeout(client, timeout.statementTimeoutMs).catch(() => {});
+    });
+  }
   return {
     db,
     query: <R extends Row>(text: string, params?: unknown[]) =>
       pool.query(text, params) as Promise<{ rows: R[] }>,
     async withSession<T>(fn: (session: SqlSession) => Promise<T>): Promise<T> {
       const client = await pool.connect();
+      // A session is for migrations and locks, which may rightly take longer: unbounded while held.
+      const unbound = bounded && timeout.sessionsLast();
       try {
+        if (unbound) await setStatementTimeout(client, 0);
         const result = await fn(client as SqlSession);
+        if (unbound) await setStatementTimeout(client, timeout.statementTimeoutMs);
         client.release();
         return result;
       } catch (err) {

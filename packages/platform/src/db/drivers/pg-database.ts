@@ -23,6 +23,7 @@ export const pgDatabase: ProcessDatabase = {
       probeTimeoutMs: config.probeTimeoutMs,
       pooler: config.databasePooler,
       applicationName: identity.name,
+      statementTimeoutMs: config.statementTimeoutMs,
       log,
     });
   },

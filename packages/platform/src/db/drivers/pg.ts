@@ -17,6 +17,8 @@ export interface PgDriverOptions {
   pooler?: DatabasePooler;
   /** Postgres' `application_name` is `<applicationName>:<pool>`: the app's name by default `app`. */
   applicationName?: string;
+  /** STATEMENT_TIMEOUT_MS on the application pool; 0: none. */
+  statementTimeoutMs?: number;
   log: Logger;
 }
 
@@ -29,8 +31,13 @@ export function createPgDriver(options: PgDriverOptions): DatabaseDriver {
     options.log.warn('named prepared statements lost: a transaction pooler? using unnamed ones from now on'),
   );
   return {
-    ...nodePgDriver('pg', statements, options.log, options.probeTimeoutMs, (probe, role) =>
-      poolConfig(options, probe, role),
+    ...nodePgDriver(
+      'pg',
+      statements,
+      options.log,
+      options.probeTimeoutMs,
+      (probe, role) => poolConfig(options, probe, role),
+      options.statementTimeoutMs,
     ),
     async inspectPooler(): Promise<PoolerInfo> {
       if (configured !== 'auto') return { mode: configured, source: 'configured' };
