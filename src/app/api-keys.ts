@@ -99,36 +99,51 @@ export type RevokeOutcome =
  * Revokes one key. Refuses the organization's last active key unless `allowLast` (it would lock the
  * organization out; its data stays either way). The copy in organizations.api_key_hash, which the
  * previous release reads, is cleared in the same statement so neither release accepts the key.
+ *
+ * Atomic against a concurrent revocation: the organization's active keys are locked in id order, and
+ * the count is of the rows locked. A row another revocation changed meanwhile is re-read once its lock
+ * is free and drops out (READ COMMITTED re-checks a locked row), where a count in the statement's
+ * snapshot would still see it active and let two revocations take the last two keys.
  */
 export async function revokeApiKey(db: Database, id: string, allowLast: boolean): Promise<RevokeOutcome> {
   const [row] = rowsOf<{
     organization_id: string;
     revoked_at: Date | string | null;
     others: number | string;
+    held: boolean;
     done: Date | string | null;
   }>(
     await db.execute(sql`
-      WITH target AS (
-        SELECT k.id, k.organization_id, k.key_hash, k.revoked_at,
-          (SELECT count(*) FROM api_keys o WHERE o.organization_id = k.organization_id
-             AND o.revoked_at IS NULL AND o.id <> k.id) AS others
-        FROM api_keys k WHERE k.id = ${id}
+      WITH key AS (
+        SELECT k.id, k.organization_id, k.key_hash, k.revoked_at FROM api_keys k WHERE k.id = ${id}
+      ),
+      active AS (
+        SELECT a.id FROM api_keys a
+        WHERE a.organization_id = (SELECT organization_id FROM key) AND a.revoked_at IS NULL
+        ORDER BY a.id FOR UPDATE
+      ),
+      target AS (
+        SELECT t.*, (SELECT count(*) FROM active a WHERE a.id <> t.id) AS others,
+          EXISTS (SELECT 1 FROM active a WHERE a.id = t.id) AS held
+        FROM key t
       ),
       revoked AS (
         UPDATE api_keys k SET revoked_at = now() FROM target t
-        WHERE k.id = t.id AND t.revoked_at IS NULL AND (t.others > 0 OR ${allowLast}::boolean)
+        WHERE k.id = t.id AND t.held AND (t.others > 0 OR ${allowLast}::boolean)
         RETURNING k.revoked_at, t.key_hash, t.organization_id
       ),
       legacy AS (
         UPDATE organizations o SET api_key_hash = NULL FROM revoked r
         WHERE o.id = r.organization_id AND o.api_key_hash = r.key_hash
       )
-      SELECT t.organization_id, t.revoked_at, t.others, (SELECT revoked_at FROM revoked) AS done
+      SELECT t.organization_id, t.revoked_at, t.others, t.held, (SELECT revoked_at FROM revoked) AS done
       FROM target t`),
   );
   if (!row) return { kind: 'not_found' };
   if (row.done !== null)
     return { kind: 'revoked', organizationId: row.organization_id, revokedAt: toDate(row.done) };
   if (row.revoked_at !== null) return { kind: 'already_revoked', revokedAt: toDate(row.revoked_at) };
+  // Revoked by a concurrent call after this statement began: its time is that call's to report.
+  if (!row.held) return { kind: 'already_revoked', revokedAt: new Date() };
   return { kind: 'last_key', organizationId: row.organization_id };
 }

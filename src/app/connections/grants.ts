@@ -128,8 +128,10 @@ export interface SavedGrant {
  * A tenant the organization already had keeps its connection row (its id, chosen and default) and
  * moves to the new grant (a reconnect); a tenant another organization holds is refused, never
  * re-assigned. The database decides who holds a tenant (unique tenant_id), so two organizations
- * connecting one tenant at the same instant get one holder and one `refused`. Grants of the
- * organization left without a tenant are deleted (not revoked at Xero: revoking removes every
+ * connecting one tenant at the same instant get one holder and one `refused`. The grants this consent
+ * left without a tenant (the ones its tenants moved from, and its own when every tenant was refused)
+ * are deleted, and no other: a concurrent callback's grant, stored a moment before its connections,
+ * is that callback's to keep. They are deleted (not revoked at Xero: revoking removes every
  * connection of the user to the app, docs/xero.md). A new connection receives nothing until the
  * organization chooses it; pushes that waited for one of these tenants are queued again.
  */
@@ -149,11 +151,16 @@ export async function saveGrant(db: Database, box: SecretBox, input: NewGrant): 
     accessExpiresAt: tokens.expiresAt,
   });
 
+  // The grants this consent's tenants were on before it: the only others it may leave without one.
+  const replaced = new Set<string>([grant.id]);
   for (const tenant of input.tenants) {
     // ON CONFLICT on the tenant-wide key: a row of this organization is a reconnect (updated, id kept);
     // a row of another organization fails the WHERE, so nothing is returned and the tenant is refused.
     // A concurrent insert of the same tenant waits for the other transaction, then takes this path.
-    const rows = await db.execute<{ id: string }>(sql`
+    const rows = await db.execute<{ id: string; previous_grant_id: string | null }>(sql`
+      WITH previous AS (
+        SELECT grant_id FROM xero_connections
+        WHERE tenant_id = ${tenant.tenantId} AND organization_id = ${organizationId})
       INSERT INTO xero_connections (organization_id, grant_id, tenant_id, tenant_name, xero_connection_id)
       VALUES (${organizationId}, ${grant.id}, ${tenant.tenantId}, ${tenant.tenantName}, ${tenant.connectionId})
       ON CONFLICT (tenant_id) DO UPDATE SET
@@ -161,8 +168,10 @@ export async function saveGrant(db: Database, box: SecretBox, input: NewGrant): 
         xero_connection_id = excluded.xero_connection_id, status = 'active', status_reason = NULL,
         parked_until = NULL, updated_at = now()
       WHERE xero_connections.organization_id = excluded.organization_id
-      RETURNING id`);
-    const id = (rows as unknown as { rows: { id: string }[] }).rows[0]?.id;
+      RETURNING id, (SELECT grant_id FROM previous) AS previous_grant_id`);
+    const [row] = (rows as unknown as { rows: { id: string; previous_grant_id: string | null }[] }).rows;
+    const id = row?.id;
+    if (row?.previous_grant_id) replaced.add(row.previous_grant_id);
     if (id) result.connected.push({ id, tenantId: tenant.tenantId, tenantName: tenant.tenantName });
     else
       result.refused.push({
@@ -175,6 +184,7 @@ export async function saveGrant(db: Database, box: SecretBox, input: NewGrant): 
   // Includes this grant when every tenant was refused: its tokens are not kept.
   await db.execute(sql`
     DELETE FROM xero_grants g WHERE g.organization_id = ${organizationId}
+      AND g.id = ANY(${sql.param([...replaced])}::uuid[])
       AND NOT EXISTS (SELECT 1 FROM xero_connections c WHERE c.grant_id = g.id)`);
   if (result.connected.length > 0) {
     // Waiting pushes of a tenant this consent brought back go to that tenant's connection, never to
