@@ -5,7 +5,10 @@
 // `npm run -s build && npx tsx bench/ingress.ts`. Knobs: BENCH_CONNECTIONS, BENCH_DURATION_S (the
 // length a run is sized for), BENCH_ROUNDS, BENCH_POOL_MAX (both servers' pool size), BENCH_PROFILE=1
 // (afterwards, one more run per server under `node --cpu-prof`, summarised by where the time goes),
-// BENCH_PROFILE_DIR (an existing directory to keep those .cpuprofile files in).
+// BENCH_PROFILE_DIR (an existing directory to keep those .cpuprofile files in). Afterwards, per server:
+// the database transactions one POST costs (pg_stat_database, over BENCH_XACT_POSTS requests, less the
+// idle rate), and the RSS growth per MiB of request body in flight (BENCH_WAVE concurrent invoices of
+// about BENCH_WAVE_BYTES each; ours with a body budget that admits them all).
 import { mkdtempSync, readdirSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +23,7 @@ import { type IngressLoadResult, runIngressLoad } from './support/ingress-load.j
 import { type ProfileSummary, summariseProfile } from './support/ingress-profile.js';
 import { cleanupAll, removeTempDir, runBench, tempDir, track, untrack } from './support/lifecycle.js';
 import { intEnv, missedChecks, printResults, progress, table, verdict } from './support/report.js';
+import { databaseXacts, largeInvoice, rssWave, type WaveResult } from './support/rss-wave.js';
 import { median, round1, round2, round3 } from './support/stats.js';
 
 // The load generator, both servers and PostgreSQL share the machine: the issue's 50 connections, short
@@ -37,6 +41,11 @@ const PROBE_REQUESTS = CONNECTIONS * 10;
 // Between runs: let PostgreSQL write out what the last run left behind.
 const SETTLE_MS = 300;
 const IDLE_SAMPLE_MS = 1000;
+const XACT_POSTS = intEnv('BENCH_XACT_POSTS', 2000);
+const WAVE = intEnv('BENCH_WAVE', 32);
+const WAVE_BYTES = intEnv('BENCH_WAVE_BYTES', 1_000_000);
+// The issue's bound: RSS growth per MiB of body in flight.
+const RSS_PER_INFLIGHT_MIB_MAX = 4;
 
 // Ours must reach 0.8× the baseline's throughput; for p99 (lower is better) the same bar reads
 // "ours ≤ 1 / 0.8 = 1.25× the baseline's p99".
@@ -60,6 +69,8 @@ async function startOurs(url: string, nodeArgs: string[] = []): Promise<ServerPr
       API_RATE_PER_MINUTE: '6000000',
       API_RATE_BURST: '100000',
       ORG_MAX_PENDING_INVOICES: '100000000',
+      // Every body of the RSS wave admitted at once: it measures the cost of a MiB in flight.
+      REQUEST_BODY_BUDGET_BYTES: String(64 * 1024 * 1024),
     },
     ...(nodeArgs.length > 0
       ? { command: process.execPath, args: ['--enable-source-maps', ...nodeArgs, serverEntry] }
@@ -333,6 +344,59 @@ async function main(): Promise<void> {
     }
   }
 
+  // Transactions per POST: statements of the request path (each is its own transaction, one round
+  // trip), less what the server does idle (ours reloads its key index every 100 ms here).
+  const xactsPerPost: Record<TargetName, number | null> = { bare: null, ours: null };
+  for (const name of ['bare', 'ours'] as const) {
+    const t = targets[name];
+    const idleStart = await databaseXacts(t.databaseUrl);
+    const idleStarted = performance.now();
+    await sleep(2000);
+    const idleEnd = await databaseXacts(t.databaseUrl);
+    const idlePerMs = (idleEnd - idleStart - 1) / (performance.now() - idleStarted);
+    const started = performance.now();
+    const r = await runIngressLoad({
+      url: t.url,
+      connections: CONNECTIONS,
+      amount: XACT_POSTS,
+      body: BODY,
+      headers: t.headers,
+      keyPrefix: `xacts-${name}`,
+      serverPid: t.pid,
+      clusterDataDir: cluster.dataDir,
+    });
+    const end = await databaseXacts(t.databaseUrl);
+    const busy = end - idleEnd - 1 - idlePerMs * (performance.now() - started);
+    xactsPerPost[name] = round3(Math.max(0, busy) / Math.max(1, r.ok2xx));
+    progress(`transactions per POST, ${LABEL[name]}: ${xactsPerPost[name]}`);
+  }
+
+  // RSS growth per MiB in flight: both servers read the same bodies, WAVE at once.
+  const waveBody = JSON.stringify(largeInvoice(WAVE_BYTES));
+  const waveMib = (WAVE * Buffer.byteLength(waveBody)) / (1024 * 1024);
+  const waves: Record<TargetName, WaveResult | undefined> = { bare: undefined, ours: undefined };
+  const rssPerMib: Record<TargetName, number | null> = { bare: null, ours: null };
+  for (const name of ['bare', 'ours'] as const) {
+    const t = targets[name];
+    await sleep(1000);
+    const wave = await rssWave({
+      url: t.url,
+      headers: t.headers,
+      body: waveBody,
+      count: WAVE,
+      pid: t.pid,
+      keyPrefix: `wave-${name}`,
+    });
+    waves[name] = wave;
+    if (wave.rssBeforeMib !== undefined && wave.rssPeakMib !== undefined)
+      rssPerMib[name] = round2((wave.rssPeakMib - wave.rssBeforeMib) / waveMib);
+    progress(
+      `RSS wave, ${LABEL[name]}: ${WAVE} × ${Buffer.byteLength(waveBody)} B, ${JSON.stringify(wave.statuses)}, ` +
+        `RSS ${wave.rssBeforeMib?.toFixed(1)} → ${wave.rssPeakMib?.toFixed(1)} MiB, ` +
+        `${rssPerMib[name]} MiB RSS per MiB in flight`,
+    );
+  }
+
   await stopServer(ours);
   await untrack('bare');
   let profiles: Record<TargetName, ProfileSummary> | undefined;
@@ -364,6 +428,7 @@ async function main(): Promise<void> {
     p99_vs_bare: p99VsBare <= TARGET.p99VsBare,
     zero_failures: failures === 0,
     rows_match_2xx: problems.length === 0,
+    rss_per_inflight_mib: rssPerMib.ours !== null && rssPerMib.ours <= RSS_PER_INFLIGHT_MIB_MAX,
   };
 
   console.log('');
@@ -423,6 +488,24 @@ async function main(): Promise<void> {
         'report',
       ],
       ['non-2xx + errors, all measured runs', String(failures), '= 0', verdict(checks.zero_failures)],
+      [
+        'ours, RSS growth per MiB of body in flight',
+        fmt(rssPerMib.ours, 2),
+        `≤ ${RSS_PER_INFLIGHT_MIB_MAX} (bare ${fmt(rssPerMib.bare, 2)})`,
+        verdict(checks.rss_per_inflight_mib),
+      ],
+      [
+        'database transactions per POST (ours, bare)',
+        `${fmt(xactsPerPost.ours, 3)}, ${fmt(xactsPerPost.bare, 3)}`,
+        '—',
+        'report',
+      ],
+      [
+        'PostgreSQL µs CPU per request (ours, bare)',
+        `${fmt(s.ours.postgres_us_per_req)}, ${fmt(s.bare.postgres_us_per_req)}`,
+        '—',
+        'report',
+      ],
       [
         'rows inserted = 202 answers = requests sent, every run',
         problems.length === 0 ? 'yes' : `${problems.length} problems`,
@@ -493,7 +576,14 @@ async function main(): Promise<void> {
         cpu_per_req_vs_bare: cpuVsBare,
         postgres_cpu_per_req_vs_bare: pgVsBare,
       },
-      targets: { rps_vs_bare: TARGET.rpsVsBare, p99_vs_bare: round3(TARGET.p99VsBare) },
+      targets: {
+        rps_vs_bare: TARGET.rpsVsBare,
+        p99_vs_bare: round3(TARGET.p99VsBare),
+        rss_per_inflight_mib: RSS_PER_INFLIGHT_MIB_MAX,
+      },
+      xacts_per_post: xactsPerPost,
+      rss_wave: { count: WAVE, body_bytes: Buffer.byteLength(waveBody), ...waves },
+      rss_per_inflight_mib: rssPerMib,
       ...(profiles ? { profile: profiles } : {}),
       missed,
       wall_s: round2((performance.now() - wallStart) / 1000),
@@ -504,6 +594,12 @@ async function main(): Promise<void> {
       rps_vs_bare_paired: pairedRps,
       p99_vs_bare_paired: pairedP99,
       failures,
+      rss_per_inflight_mib: rssPerMib.ours,
+      bare_rss_per_inflight_mib: rssPerMib.bare,
+      postgres_us_per_req: s.ours.postgres_us_per_req,
+      bare_postgres_us_per_req: s.bare.postgres_us_per_req,
+      xacts_per_post: xactsPerPost.ours,
+      bare_xacts_per_post: xactsPerPost.bare,
     },
   );
 }

@@ -63,7 +63,7 @@ describe('the connect pages, for strangers', () => {
       JSON.stringify(flood.statuses),
     ).toBe(true);
     expect(flood.xactsPerRequest, JSON.stringify(flood)).toBeLessThanOrEqual(0.05);
-  });
+  }, 120_000);
 
   it('limits per address: the trusted proxy header only where configured, else the socket', async () => {
     // The socket is the address: a header naming another does not buy a new allowance.

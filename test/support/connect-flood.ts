@@ -16,10 +16,13 @@ export interface FloodResult {
 
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
-/** Committed + rolled-back transactions of one database (its statistics flushed first). */
+/**
+ * Committed + rolled-back transactions of one database. A pool's connected backend flushes its
+ * counters at most once a second while busy and 10 s after it went idle (PGSTAT_IDLE_INTERVAL,
+ * PostgreSQL 15+): read only that long after the last transaction.
+ */
 async function xactCount(databaseUrl: string): Promise<number> {
-  // Backends flush their counters at most once a second and when idle: wait past that.
-  await sleep(1200);
+  await sleep(11_000);
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   try {
@@ -77,9 +80,10 @@ export async function floodConnect(options: {
   );
   const durationMs = performance.now() - started;
   const after = await xactCount(databaseUrl);
-  // The idle window was one flush wait long; scale it to the flood's (both include one flush wait).
-  const idleScaled = (idleXacts * (durationMs + 1200)) / Math.max(idleMs, 1);
-  const xacts = after - before;
+  // Each reading is a transaction of its own; the idle window (one flush wait long) is scaled to the
+  // flood's (which includes one flush wait too).
+  const idleScaled = ((idleXacts - 1) * (durationMs + 11_000)) / Math.max(idleMs, 1);
+  const xacts = after - before - 1;
   return {
     requests,
     statuses,
