@@ -28,7 +28,16 @@ const columns = {
   cursorAt: sql<string>`${invoicePushes.createdAt}::text`.as('cursor_at'),
 };
 
-const { payload: _payload, requestHash: _requestHash, ...createdColumns } = columns;
+// What a new row brings back: the rest of its answer is known without asking (attempts 0, no Xero id,
+// next attempt, creation and update at its creation time). The time comes as epoch milliseconds, a
+// number node-postgres hands over as it is, where a timestamptz is parsed into a Date per column.
+const createdColumns = {
+  id: invoicePushes.id,
+  status: invoicePushes.status,
+  lastError: invoicePushes.lastError,
+  tenantId: invoicePushes.tenantId,
+  createdMs: sql<string>`(extract(epoch from ${invoicePushes.createdAt}) * 1000)::float8`.as('created_ms'),
+};
 // A list, and an answer to a POST, never read the payload: a page of large invoices would be that
 // many MiB through the pool, and a replay answers without it.
 const { payload: _listPayload, ...listColumns } = columns;
@@ -164,7 +173,24 @@ export async function createPush(
     preparedInserts.delete(db);
     [inserted] = await preparedInsert(db).execute(values);
   }
-  if (inserted) return { push: { ...inserted, requestHash } as AcceptedRow, created: true };
+  if (inserted) {
+    const at = new Date(Number(inserted.createdMs));
+    const push: AcceptedRow = {
+      id: inserted.id,
+      status: inserted.status,
+      idempotencyKey: key,
+      requestHash,
+      attempts: 0,
+      nextAttemptAt: at,
+      lastError: inserted.lastError,
+      xeroInvoiceId: null,
+      tenantId: inserted.tenantId,
+      createdAt: at,
+      updatedAt: at,
+      cursorAt: '',
+    };
+    return { push, created: true };
+  }
   const existing = await findByKey(db, organizationId, key);
   // The conflicting row cannot vanish: pushes are never deleted while their organization exists.
   if (!existing) throw new Error('idempotency conflict without an existing row');
