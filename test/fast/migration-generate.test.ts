@@ -10,7 +10,12 @@ import { PGlite } from '@electric-sql/pglite';
 import { afterAll, describe, expect, it } from 'vitest';
 import { readJournal, snapshotPath, sqlPath } from '../../tools/migrations/folder.js';
 import { formatFinding, lintMigrations } from '../../tools/migrations/lint.js';
-import { prepareMigrations, type Snapshot } from '../../tools/migrations/prepare.js';
+import {
+  deriveClass,
+  prepareMigrations,
+  type Snapshot,
+  splitMigration,
+} from '../../tools/migrations/prepare.js';
 import { freshPgliteDir } from '../support/pglite-template.js';
 import { repoRoot } from '../support/server.js';
 
@@ -160,5 +165,112 @@ describe('npm run db:generate', () => {
       await db.close();
       data.remove();
     }
+  });
+});
+
+describe('the post-processor, statement by statement', () => {
+  const table = (
+    name: string,
+    columns: Record<string, { type: string; notNull: boolean; default?: string }>,
+  ) => ({
+    [`public.${name}`]: {
+      name,
+      schema: '',
+      columns: Object.fromEntries(Object.entries(columns).map(([c, v]) => [c, { name: c, ...v }])),
+    },
+  });
+  const snap = (tables: Snapshot['tables'], enums?: Snapshot['enums']): Snapshot => ({
+    id: 'x',
+    prevId: 'y',
+    tables,
+    ...(enums ? { enums } : {}),
+  });
+  const before = snap(
+    table('t', { a: { type: 'text', notNull: false }, b: { type: 'integer', notNull: true, default: '0' } }),
+  );
+
+  it('derives a contract from what the snapshots lost or changed, an expand from what they gained', () => {
+    const derived = (after: Snapshot) => deriveClass(before, after);
+    expect(derived(snap({})).reasons).toEqual(['table public.t removed or renamed']);
+    expect(
+      derived(snap(table('t', { b: { type: 'integer', notNull: true, default: '0' } }))).reasons,
+    ).toEqual(['column t.a removed or renamed']);
+    expect(
+      derived(
+        snap(
+          table('t', {
+            a: { type: 'uuid', notNull: false },
+            b: { type: 'integer', notNull: true, default: '0' },
+          }),
+        ),
+      ).reasons,
+    ).toEqual(['column t.a retyped']);
+    expect(
+      derived(
+        snap(
+          table('t', {
+            a: { type: 'text', notNull: true },
+            b: { type: 'integer', notNull: true, default: '0' },
+          }),
+        ),
+      ).cls,
+    ).toBe('contract');
+    expect(
+      derived(
+        snap(table('t', { a: { type: 'text', notNull: false }, b: { type: 'integer', notNull: true } })),
+      ).reasons,
+    ).toEqual(['column t.b lost its default (the running release inserts without it)']);
+    expect(
+      deriveClass(
+        snap({}, { 'public.s': { name: 's', values: ['a', 'b'] } }),
+        snap({}, { 'public.s': { name: 's', values: ['a'] } }),
+      ).reasons,
+    ).toEqual(["enum public.s lost 'b'"]);
+    const grown = snap({
+      ...table('t', {
+        a: { type: 'text', notNull: false },
+        b: { type: 'integer', notNull: true, default: '0' },
+        c: { type: 'text', notNull: false },
+      }),
+      ...table('n', { a: { type: 'text', notNull: true } }),
+    });
+    expect(deriveClass(before, grown)).toEqual({ cls: 'expand', reasons: [] });
+  });
+
+  it('an index alone keeps the migration; on a new table it stays as written; a custom file keeps its comment', () => {
+    const grown = snap({ ...before.tables, ...table('n', { a: { type: 'text', notNull: false } }) });
+    const alone = splitMigration(
+      'idx',
+      'CREATE UNIQUE INDEX "t_a_idx" ON "t" USING btree ("a");',
+      before,
+      before,
+    );
+    expect(alone.map((m) => [m.name, m.sql])).toEqual([
+      [
+        'idx',
+        '-- class: expand\nCREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS "t_a_idx" ON "t" USING btree ("a");',
+      ],
+    ]);
+    const created =
+      'CREATE TABLE "n" (\n\t"a" text\n);\n--> statement-breakpoint\nCREATE INDEX "n_a_idx" ON "n" USING btree ("a");';
+    expect(splitMigration('new', created, before, grown).map((m) => m.sql)).toEqual([
+      `-- class: expand\n${created}`,
+    ]);
+    const custom = '-- Custom SQL migration file, put your code below! --';
+    expect(splitMigration('custom', custom, before, before).map((m) => m.sql)).toEqual([
+      `-- class: expand\n${custom}`,
+    ]);
+  });
+
+  it('a CHECK on an existing table gets NOT VALID and a VALIDATE of its own; one already NOT VALID is left alone', () => {
+    const check = 'ALTER TABLE "t" ADD CONSTRAINT "t_b_check" CHECK ("t"."b" >= 0);';
+    expect(splitMigration('check', check, before, before).map((m) => m.sql)).toEqual([
+      '-- class: expand\nALTER TABLE "t" ADD CONSTRAINT "t_b_check" CHECK ("t"."b" >= 0) NOT VALID;',
+      '-- class: expand\nALTER TABLE "t" VALIDATE CONSTRAINT "t_b_check";',
+    ]);
+    const done = check.replace(';', ' NOT VALID;');
+    expect(splitMigration('done', done, before, before).map((m) => m.sql)).toEqual([
+      `-- class: expand\n${done}`,
+    ]);
   });
 });

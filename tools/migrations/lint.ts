@@ -42,9 +42,9 @@ const SPLIT_VALIDATE =
 /** The exact fix per squawk rule; a rule not named here gets squawk's own help. */
 const FIXES: Record<string, (cls: MigrationClass | undefined) => string> = {
   'ban-drop-column': () =>
-    'drop the column in a contract migration of its own, once no running release reads or writes it (the release before stops using it).',
+    'drop the column in a contract migration of its own, in a release after the one that stopped reading and writing it.',
   'ban-drop-table': () =>
-    'drop the table in a contract migration of its own, once no running release reads or writes it.',
+    'drop the table in a contract migration of its own, in a release after the one that stopped reading and writing it.',
   'renaming-column': () =>
     'add the new column in an expand, write both and backfill; drop the old one in a later contract.',
   'renaming-table': () =>
