@@ -224,7 +224,7 @@ export function lintMigrations(options: LintOptions): Finding[] {
       line: v.line + 1,
       rule: v.rule_name,
       message: inExpand
-        ? `${v.message} An expand must leave what the running release reads and writes.`
+        ? `${v.message} An expand keeps everything the running release reads and writes.`
         : v.message,
       fix:
         FIXES[v.rule_name]?.(cls) ??
@@ -233,5 +233,12 @@ export function lintMigrations(options: LintOptions): Finding[] {
           : `https://squawkhq.com/docs/${v.rule_name}`),
     });
   }
-  return findings.sort((a, b) => a.file.localeCompare(b.file) || (a.line ?? 0) - (b.line ?? 0));
+  // A UNIQUE constraint cannot be NOT VALID: squawk's constraint-missing-not-valid on the same statement
+  // would give a fix Postgres refuses, so disallowed-unique-constraint's fix stands alone.
+  const unique = new Set(
+    findings.filter((f) => f.rule === 'disallowed-unique-constraint').map((f) => `${f.file}:${f.line}`),
+  );
+  return findings
+    .filter((f) => !(f.rule === 'constraint-missing-not-valid' && unique.has(`${f.file}:${f.line}`)))
+    .sort((a, b) => a.file.localeCompare(b.file) || (a.line ?? 0) - (b.line ?? 0));
 }
