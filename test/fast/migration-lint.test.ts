@@ -204,6 +204,10 @@ describe('what locks or breaks a running release, in any class', () => {
   });
 });
 
+it('syntax-error: SQL Postgres cannot parse fails', () => {
+  expect(rules(lint([expand('ALTER TABLE "t" ADD COLUMN;')]))).toEqual(['syntax-error']);
+});
+
 describe('the baseline', () => {
   const history = 'ALTER TABLE "t" DROP COLUMN "a";\n';
   const baseline = (sql: string) => (tags: string[]) => ({

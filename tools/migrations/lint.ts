@@ -67,6 +67,7 @@ const FIXES: Record<string, (cls: MigrationClass | undefined) => string> = {
     'CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS in a migration of its own, then ALTER TABLE ... ADD CONSTRAINT ... UNIQUE USING INDEX ... in a later one.',
   'prefer-robust-stmts': () =>
     'add IF NOT EXISTS (or IF EXISTS): the migrator runs CONCURRENTLY statements outside a transaction and reruns them after a failure.',
+  'syntax-error': () => 'correct the SQL: squawk parses it as Postgres 15 does.',
   'ban-concurrent-index-creation-in-transaction': () =>
     'keep CONCURRENTLY statements alone in a migration of their own: the migrator runs those outside a transaction.',
 };
