@@ -13,7 +13,11 @@ const PLATFORM: MigrationsBundle = {
   out: 'packages/platform/src/db/migrations.gen.ts',
   generatedBy: GENERATED_BY,
   typeFrom: './migrate.js',
-  names: { migrations: 'platformMigrations', latest: 'latestPlatformMigrationAt' },
+  names: {
+    migrations: 'platformMigrations',
+    latest: 'latestPlatformMigrationAt',
+    needs: 'platformSchemaNeeds',
+  },
 };
 
 // The platform's tables were the app's before the platform migrated them (drizzle/0000_init.sql and

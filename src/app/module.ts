@@ -9,7 +9,7 @@ import { answerAppError } from './errors.js';
 import { identity } from './identity.js';
 import { observeQueueDepth } from './metrics/queue-depth.js';
 import { tokenRefreshCounter } from './metrics/token-refreshes.js';
-import { latestMigrationAt } from './migrations.gen.js';
+import { latestMigrationAt, schemaNeeds } from './migrations.gen.js';
 import { appRoutes } from './routes.js';
 import { appTicks, TICKS } from './ticks.js';
 import { createXeroClient } from './xero/client.js';
@@ -25,6 +25,7 @@ export const honestHealth: AppModule<AppConfig, AuthEnv> = {
   loadConfig: loadAppConfig,
   tickNames: Object.values(TICKS),
   latestMigrationAt,
+  schemaNeeds,
   create: async (config, context) => (await buildHonestHealth(config, context)).app,
 };
 

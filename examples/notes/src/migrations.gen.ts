@@ -14,3 +14,6 @@ export const migrations: Migration[] = [
 
 /** The newest bundled migration: all a Worker, which only checks the schema, needs. */
 export const latestMigrationAt = 1796169584070;
+
+/** Every column this release reads or writes: a contract migration that removes one of them stops it. */
+export const schemaNeeds: readonly string[] = ["notes.body","notes.created_at","notes.id","notes.words"];

@@ -1,7 +1,7 @@
 import type { AppModule } from '@honest-health/platform';
 import { loadNotesConfig, type NotesConfig } from './config.js';
 import { COUNT_WORDS, countWords } from './count-words.js';
-import { latestMigrationAt } from './migrations.gen.js';
+import { latestMigrationAt, schemaNeeds } from './migrations.gen.js';
 import { noteRoutes } from './routes.js';
 
 /** The notes app as the platform runs it, on every runtime: routes, one tick, no indexes. */
@@ -11,6 +11,7 @@ export const notesApp: AppModule<NotesConfig> = {
   loadConfig: loadNotesConfig,
   tickNames: [COUNT_WORDS],
   latestMigrationAt,
+  schemaNeeds,
   create: async (config) => ({
     routes: noteRoutes(),
     ticks: [countWords(config.countWordsIntervalMs)],

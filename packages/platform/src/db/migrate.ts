@@ -1,8 +1,25 @@
-import { errorCode } from '../util/error-chain.js';
 import type { Logger } from '../util/log.js';
-import { acquireMigrationLock, type LockWaitOptions } from './migration-lock.js';
-import { latestPlatformMigrationAt, platformMigrations } from './migrations.gen.js';
+import {
+  acquireMigrationLock,
+  DEFAULT_MIGRATION_LOCK_TIMEOUT_MS,
+  type LockWaitOptions,
+} from './migration-lock.js';
+import {
+  concurrentIndexName,
+  DEFAULT_LOCK_ATTEMPT_MS,
+  type LockRetry,
+  MigrationInterrupted,
+  withLockRetry,
+} from './migration-retry.js';
+import { platformMigrations } from './migrations.gen.js';
+import { refuseContractWhileNeeded } from './releases.js';
 import type { DatabasePool, SqlSession } from './types.js';
+
+/**
+ * expand: adds, and a release that predates it keeps working. contract: removes or changes what a
+ * release may read or write (DESIGN.md §4).
+ */
+export type MigrationClass = 'expand' | 'contract';
 
 /** One drizzle-kit migration, bundled so that no runtime reads the filesystem. */
 export interface Migration {
@@ -11,19 +28,24 @@ export interface Migration {
   hash: string;
   /** The journal's `when`: drizzle's migrator orders and compares by it. */
   createdAt: number;
+  /** Unset for a migration nobody classified: checks treat it as a contract that may remove anything. */
+  class?: MigrationClass;
+  /** A contract's removals, as `table.column` or `table` (schema-needs.ts). */
+  removes?: string[];
   statements: string[];
 }
 
 // The app's table is drizzle-orm's migrator's, so `drizzle-kit migrate` and this agree on what is
-// applied; the platform's own migrations have a table of their own.
-const APP_TABLE = 'drizzle.__drizzle_migrations';
-const PLATFORM_TABLE = 'drizzle.__drizzle_migrations_platform';
+// applied (its columns come first; `tag`, `class` and `removes` are ours, and nullable); the platform's
+// own migrations have a table of their own.
+export const APP_MIGRATIONS_TABLE = 'drizzle.__drizzle_migrations';
+export const PLATFORM_MIGRATIONS_TABLE = 'drizzle.__drizzle_migrations_platform';
 
 /** The platform's migrations first, then the app's: each set recorded in its own table. */
 const setsWith = (app: readonly Migration[]) =>
   [
-    { table: PLATFORM_TABLE, migrations: platformMigrations, label: 'platform:' },
-    { table: APP_TABLE, migrations: app, label: '' },
+    { table: PLATFORM_MIGRATIONS_TABLE, migrations: platformMigrations, label: 'platform:' },
+    { table: APP_MIGRATIONS_TABLE, migrations: app, label: '' },
   ] as const;
 
 export interface MigrateResult {
@@ -31,14 +53,26 @@ export interface MigrateResult {
   applied: string[];
 }
 
-export type MigrateOptions = LockWaitOptions;
+export interface MigrateOptions extends LockWaitOptions {
+  /**
+   * `lock_timeout` of each attempt at a statement that locks a table. Postgres queues every later query
+   * on a table behind a waiting ACCESS EXCLUSIVE request, so a wait longer than this would stall the
+   * serving release's traffic: the attempt gives up and is retried, with back-off, until `timeoutMs`.
+   */
+  lockAttemptMs?: number;
+  /** A release seen within this window counts as running, for the contract check (releases.ts). */
+  releaseWindowMs?: number;
+  /** Applies a contract even though a running release needs what it removes: an operator's override. */
+  allowContract?: boolean;
+}
 
 /**
- * Applies the platform's pending migrations, then the app's, in one transaction that first takes a
- * transaction-scoped advisory lock. Drizzle's migrator takes no lock (drizzle-orm #874): replicas that
- * boot together would race to apply the same migration. Everything (lock, check, apply) runs inside
- * that one transaction, so it works the same on a direct connection and through session- or
- * transaction-mode poolers.
+ * Applies the platform's pending migrations, then the app's, each in a transaction of its own under a
+ * short `lock_timeout` (an index built CONCURRENTLY outside one), while one session holds the migration
+ * lock in a transaction of its own. Drizzle's migrator takes no lock (drizzle-orm #874): replicas that
+ * boot together would race to apply the same migration. The lock is transaction-scoped, so it works
+ * the same on a direct connection and through session- or transaction-mode poolers. `timeoutMs` bounds
+ * every wait: for the migration lock and for the table locks the migrations need.
  *
  * @example
  * ```ts
@@ -52,29 +86,164 @@ export async function migrate(
   log: Logger,
   options: MigrateOptions = {},
 ): Promise<MigrateResult> {
-  return pool.withSession(async (session) => {
-    // READ COMMITTED whatever the database's default: after waiting for the lock, the check below
-    // must see the migrations the previous holder committed, not a snapshot from before the wait.
-    await session.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+  const timeoutMs = options.timeoutMs ?? DEFAULT_MIGRATION_LOCK_TIMEOUT_MS;
+  const deadline = Date.now() + timeoutMs;
+  const run = (session: SqlSession) =>
+    applyPending(session, migrations, log, { ...options, deadline, timeoutMs });
+  // One session is all the embedded database has, and one process owns it: nothing to lock against.
+  if (pool.singleSession) return pool.withSession(run);
+  return pool.withSession(async (lockSession) => {
+    await acquireMigrationLock(lockSession, log, options);
     try {
-      await acquireMigrationLock(session, log, options);
-      const applied: string[] = [];
-      for (const set of setsWith(migrations)) {
-        await ensureTable(session, set.table);
-        const last = await lastAppliedAt(session, set.table);
-        for (const m of set.migrations.filter((m) => m.createdAt > last)) {
-          for (const statement of m.statements) await session.query(statement);
-          await session.query(`INSERT INTO ${set.table} (hash, created_at) VALUES ($1, $2)`, [
-            m.hash,
-            m.createdAt,
-          ]);
-          applied.push(`${set.label}${m.tag}`);
-        }
+      return await pool.withSession(run);
+    } finally {
+      // The lock session wrote nothing: ROLLBACK only releases the lock, on the connection that took it.
+      await lockSession.query('ROLLBACK').catch(() => {});
+    }
+  });
+}
+
+type ApplyOptions = MigrateOptions & { deadline: number; timeoutMs: number };
+
+async function applyPending(
+  session: SqlSession,
+  migrations: readonly Migration[],
+  log: Logger,
+  options: ApplyOptions,
+): Promise<MigrateResult> {
+  const retry: LockRetry = {
+    session,
+    log,
+    deadline: options.deadline,
+    timeoutMs: options.timeoutMs,
+    attemptMs: options.lockAttemptMs ?? DEFAULT_LOCK_ATTEMPT_MS,
+    ...(options.signal ? { signal: options.signal } : {}),
+  };
+  const applied: string[] = [];
+  for (const set of setsWith(migrations)) {
+    const exists = await tableExists(session, set.table);
+    const last = exists ? await lastAppliedAt(session, set.table) : 0;
+    const pending = set.migrations.filter((m) => m.createdAt > last);
+    if (pending.length === 0) continue;
+    await ensureTable(session, set.table, exists, retry);
+    for (const m of pending) {
+      if (options.signal?.aborted) throw new MigrationInterrupted();
+      if (m.class !== 'expand' && !options.allowContract) {
+        await refuseContractWhileNeeded(session, `${set.label}${m.tag}`, m.removes, options.releaseWindowMs);
       }
-      // COMMIT (or the ROLLBACK below) releases the lock: there is no unlock to forget or misroute.
+      const started = performance.now();
+      if (m.statements.some((s) => concurrentIndexName(s) !== undefined)) {
+        await applyOutsideTransaction(session, set.table, m, retry);
+      } else {
+        await withLockRetry(retry, m.tag, m.statements, async (attemptMs) => {
+          await session.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+          try {
+            await session.query(`SET LOCAL lock_timeout = ${attemptMs}`);
+            for (const statement of m.statements) await session.query(statement);
+            await record(session, set.table, m);
+            await session.query('COMMIT');
+          } catch (err) {
+            await session.query('ROLLBACK').catch(() => {});
+            throw err;
+          }
+        });
+      }
+      log.info('migration applied', {
+        migration: `${set.label}${m.tag}`,
+        class: m.class ?? null,
+        duration_ms: Math.round(performance.now() - started),
+      });
+      applied.push(`${set.label}${m.tag}`);
+    }
+  }
+  if (applied.length > 0) log.info('migrations applied', { applied });
+  return { applied };
+}
+
+/**
+ * A migration of CONCURRENTLY index statements: Postgres runs them only outside a transaction block,
+ * one at a time, taking no lock that stops writes. Each is idempotent, so a run cut short is simply run
+ * again: an index already valid is skipped, and an INVALID one (what a failed or cancelled build
+ * leaves) is dropped and built again rather than kept, which `IF NOT EXISTS` alone would do.
+ */
+async function applyOutsideTransaction(
+  session: SqlSession,
+  table: string,
+  m: Migration,
+  retry: LockRetry,
+): Promise<void> {
+  const mixed = m.statements.filter((s) => concurrentIndexName(s) === undefined);
+  if (mixed.length > 0) {
+    throw new Error(
+      `migration ${m.tag} mixes CONCURRENTLY index statements with others, which must run in a transaction: give the index statements a migration of their own`,
+    );
+  }
+  for (const statement of m.statements) {
+    const index = concurrentIndexName(statement) as string;
+    const creates = /^\s*CREATE\b/i.test(statement);
+    const before = await indexState(session, index);
+    if (creates && before === 'valid') continue;
+    if (creates && before === 'invalid') {
+      retry.log.warn('rebuilding an invalid index that an earlier build left', { index, migration: m.tag });
+      await withLockRetry(retry, m.tag, [statement], () =>
+        session.query(`DROP INDEX CONCURRENTLY IF EXISTS ${index}`),
+      );
+    }
+    // No short lock_timeout here: these statements never block reads or writes while they wait, and a
+    // session setting would not survive a transaction-mode pooler anyway.
+    await withLockRetry(retry, m.tag, [statement], () => session.query(statement), { concurrent: true });
+    if (creates && (await indexState(session, index)) !== 'valid') {
+      throw new Error(`index ${index} of migration ${m.tag} is INVALID after its build`);
+    }
+  }
+  await record(session, table, m);
+}
+
+async function indexState(session: SqlSession, index: string): Promise<'valid' | 'invalid' | 'absent'> {
+  const { rows } = await session.query<{ valid: boolean }>(
+    'SELECT i.indisvalid AS valid FROM pg_index i WHERE i.indexrelid = to_regclass($1)',
+    [index],
+  );
+  const row = rows[0];
+  return row === undefined ? 'absent' : row.valid ? 'valid' : 'invalid';
+}
+
+async function record(session: SqlSession, table: string, m: Migration): Promise<void> {
+  await session.query(
+    `INSERT INTO ${table} (hash, created_at, tag, class, removes) VALUES ($1, $2, $3, $4, $5)`,
+    [m.hash, m.createdAt, m.tag, m.class ?? null, m.removes ? JSON.stringify(m.removes) : null],
+  );
+}
+
+// Looks before creating: CREATE ... IF NOT EXISTS checks the CREATE privilege first, and a
+// least-privilege role with nothing pending must still be able to boot. A table an older release (or
+// drizzle-kit) created lacks the columns that say what each migration was: they are added here.
+async function ensureTable(
+  session: SqlSession,
+  table: string,
+  exists: boolean,
+  retry: LockRetry,
+): Promise<void> {
+  if (!exists) {
+    await session.query('CREATE SCHEMA IF NOT EXISTS drizzle');
+    await session.query(
+      `CREATE TABLE IF NOT EXISTS ${table} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint, tag text, class text, removes jsonb)`,
+    );
+    return;
+  }
+  const { rows } = await session.query<{ n: number | string }>(
+    `SELECT count(*) AS n FROM pg_attribute
+      WHERE attrelid = to_regclass($1) AND attname IN ('tag', 'class', 'removes') AND NOT attisdropped`,
+    [table],
+  );
+  if (Number(rows[0]?.n ?? 0) === 3) return;
+  const alter = `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS tag text, ADD COLUMN IF NOT EXISTS class text, ADD COLUMN IF NOT EXISTS removes jsonb`;
+  await withLockRetry(retry, table, [alter], async (attemptMs) => {
+    await session.query('BEGIN');
+    try {
+      await session.query(`SET LOCAL lock_timeout = ${attemptMs}`);
+      await session.query(alter);
       await session.query('COMMIT');
-      if (applied.length > 0) log.info('migrations applied', { applied });
-      return { applied };
     } catch (err) {
       await session.query('ROLLBACK').catch(() => {});
       throw err;
@@ -82,65 +251,14 @@ export async function migrate(
   });
 }
 
-export type SchemaState =
-  | { status: 'current' }
-  | { status: 'behind' | 'ahead'; applied: number; bundled: number };
-
-/**
- * For runtimes that cannot migrate at boot (Workers): is the database at the bundled migrations, the
- * platform's and the app's? Takes only the app's newest migration's timestamp, so such a runtime need
- * not carry the SQL. The first set not current answers.
- */
-export async function schemaState(pool: DatabasePool, bundled: number): Promise<SchemaState> {
-  const applied = await appliedAt(pool);
-  for (const [newest, at] of [
-    [latestPlatformMigrationAt, applied.platform],
-    [bundled, applied.app],
-  ] as const) {
-    if (at !== newest) return { status: at < newest ? 'behind' : 'ahead', applied: at, bundled: newest };
-  }
-  return { status: 'current' };
-}
-
-/**
- * The newest migration each set has applied (0: none). One round trip where both tables exist, which
- * is every database this release migrated: an isolate's boot waits for it. Where one is missing (a new
- * database, or one only the previous release migrated), each table is looked up on its own.
- */
-async function appliedAt(pool: DatabasePool): Promise<{ platform: number; app: number }> {
-  try {
-    const { rows } = await pool.query<{ platform: string | number | null; app: string | number | null }>(
-      `SELECT (SELECT max(created_at) FROM ${PLATFORM_TABLE}) AS platform,
-              (SELECT max(created_at) FROM ${APP_TABLE}) AS app`,
-    );
-    return { platform: Number(rows[0]?.platform ?? 0), app: Number(rows[0]?.app ?? 0) };
-  } catch (err) {
-    // undefined_table
-    if (errorCode(err) !== '42P01') throw err;
-  }
-  const at = async (table: string) =>
-    (await tableExists(pool, table)) ? await lastAppliedAt(pool, table) : 0;
-  return { platform: await at(PLATFORM_TABLE), app: await at(APP_TABLE) };
-}
-
-// Looks before creating: CREATE ... IF NOT EXISTS checks the CREATE privilege first, and a
-// least-privilege role with nothing pending must still be able to boot.
-async function ensureTable(session: SqlSession, table: string): Promise<void> {
-  if (await tableExists(session, table)) return;
-  await session.query('CREATE SCHEMA IF NOT EXISTS drizzle');
-  await session.query(
-    `CREATE TABLE IF NOT EXISTS ${table} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint)`,
-  );
-}
-
-async function tableExists(session: SqlSession, table: string): Promise<boolean> {
+export async function tableExists(session: SqlSession, table: string): Promise<boolean> {
   const { rows } = await session.query<{ exists: boolean }>(
     `SELECT to_regclass('${table}') IS NOT NULL AS exists`,
   );
   return rows[0]?.exists === true;
 }
 
-async function lastAppliedAt(session: SqlSession, table: string): Promise<number> {
+export async function lastAppliedAt(session: SqlSession, table: string): Promise<number> {
   const { rows } = await session.query<{ created_at: string | number }>(
     `SELECT created_at FROM ${table} ORDER BY created_at DESC LIMIT 1`,
   );

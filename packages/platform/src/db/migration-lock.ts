@@ -42,7 +42,11 @@ export class MigrationInterrupted extends Error {
 }
 
 /**
- * Takes the migration lock for the current transaction (the caller has run BEGIN). Transaction-scoped
+ * Begins a transaction on the session and takes the migration lock for it: the caller's COMMIT or
+ * ROLLBACK releases it. Between polls no transaction stays open, and every statement of the one that
+ * holds the lock is a simple-protocol query: an idle transaction keeps the xmin of an extended-protocol
+ * statement, and CREATE INDEX CONCURRENTLY on another session waits for every such xmin (a waiting
+ * replica's included) to go. Transaction-scoped
  * on purpose: Postgres releases it at COMMIT or ROLLBACK on the very server connection that took it,
  * so nothing can leak through a transaction-mode pooler (PgBouncer: "Session-level advisory locks:
  * Never" in transaction pooling) and there is no unlock whose result could be lost. It polls
@@ -61,16 +65,22 @@ export async function acquireMigrationLock(
   let lastHolder: LockHolder | undefined;
   for (;;) {
     if (options.signal?.aborted) throw new MigrationInterrupted();
-    const { rows } = await session.query<{ locked: boolean }>(
-      'SELECT pg_try_advisory_xact_lock($1::bigint) AS locked',
-      [MIGRATION_LOCK_KEY.toString()],
-    );
+    // READ COMMITTED whatever the database's default: once the lock is held, the reads that follow
+    // must see the migrations the previous holder committed.
+    await session.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+    const { rows } = await session
+      .query<{ locked: boolean }>(`SELECT pg_try_advisory_xact_lock(${MIGRATION_LOCK_KEY}) AS locked`)
+      .catch(async (err: unknown) => {
+        await session.query('ROLLBACK').catch(() => {});
+        throw err;
+      });
     const waited = Math.round(performance.now() - started);
     if (rows[0]?.locked === true) {
       if (lastHolder !== undefined || waited >= LOG_EVERY_MS)
         log.info('migration lock acquired', { waited_ms: waited });
       return;
     }
+    await session.query('ROLLBACK');
     const holder = await findHolder(session);
     if (waited >= timeoutMs) throw new MigrationLockTimeout(holder ?? lastHolder, timeoutMs);
     // A holder that vanished between the two statements is about to let go: no line for it.
@@ -112,7 +122,7 @@ function describeHolder(holder: LockHolder | undefined): string {
   return `pid ${holder.pid ?? 'unknown'}${name}`;
 }
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((done) => {
     const timer = setTimeout(finish, ms);
     signal?.addEventListener('abort', finish, { once: true });

@@ -10,8 +10,20 @@ export const platformMigrations: Migration[] = [
       "-- hand-written:\n-- Databases an app built before the platform migrated its own tables already have them (an app's\n-- migrations created them, and the previous release still writes them): created only where missing.\nCREATE TABLE IF NOT EXISTS \"health_heartbeat\" (\n\t\"instance_id\" text PRIMARY KEY NOT NULL,\n\t\"beat_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"beats\" bigint DEFAULT 1 NOT NULL\n);",
       "CREATE TABLE IF NOT EXISTS \"tick_health\" (\n\t\"tick\" text NOT NULL,\n\t\"instance_id\" text NOT NULL,\n\t\"last_started_at\" timestamp with time zone,\n\t\"last_finished_at\" timestamp with time zone,\n\t\"last_success_at\" timestamp with time zone,\n\t\"last_failure_at\" timestamp with time zone,\n\t\"consecutive_failures\" integer DEFAULT 0 NOT NULL,\n\t\"last_error_code\" text,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"tick_health_pkey\" PRIMARY KEY(\"tick\",\"instance_id\")\n);"
     ]
+  },
+  {
+    "tag": "0001_platform_releases",
+    "hash": "cdeee4d0078f05a0e62d75fd51e85b9fa020e1615c09015bc559bb76ba140d35",
+    "createdAt": 1796383886426,
+    "class": "expand",
+    "statements": [
+      "-- class: expand\nCREATE TABLE \"platform_releases\" (\n\t\"release_id\" text PRIMARY KEY NOT NULL,\n\t\"runtime\" text NOT NULL,\n\t\"migration_at\" bigint NOT NULL,\n\t\"needs\" jsonb NOT NULL,\n\t\"first_seen_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"last_seen_at\" timestamp with time zone DEFAULT now() NOT NULL\n);"
+    ]
   }
 ];
 
 /** The newest bundled migration: all a runtime that only verifies the schema needs (Workers). */
-export const latestPlatformMigrationAt = 1796169127207;
+export const latestPlatformMigrationAt = 1796383886426;
+
+/** Every column this release reads or writes: a contract migration that removes one of them stops it. */
+export const platformSchemaNeeds: readonly string[] = ["health_heartbeat.beat_at","health_heartbeat.beats","health_heartbeat.instance_id","platform_releases.first_seen_at","platform_releases.last_seen_at","platform_releases.migration_at","platform_releases.needs","platform_releases.release_id","platform_releases.runtime","tick_health.consecutive_failures","tick_health.instance_id","tick_health.last_error_code","tick_health.last_failure_at","tick_health.last_finished_at","tick_health.last_started_at","tick_health.last_success_at","tick_health.tick","tick_health.updated_at"];

@@ -27,6 +27,11 @@ export interface DatabasePool {
   readonly db: Database;
   query<R extends Row = Row>(text: string, params?: unknown[]): Promise<QueryResult<R>>;
   withSession<T>(fn: (session: SqlSession) => Promise<T>): Promise<T>;
+  /**
+   * True where the pool is one connection that one process owns (the embedded database): its sessions
+   * are the same connection, so nothing may hold one session open while using another.
+   */
+  readonly singleSession?: boolean;
   stats(): PoolStats;
   /**
    * Closes the connections that sit idle now and the ones in use when they are released, keeps the

@@ -3,4 +3,7 @@
 export * from '../db/driver.js';
 export * from '../db/handle.js';
 export * from '../db/migrate.js';
+export { MigrationLockWaitTimeout } from '../db/migration-retry.js';
 export { chooseProcessDatabase } from '../db/process-database.js';
+export * from '../db/releases.js';
+export * from '../db/schema-check.js';

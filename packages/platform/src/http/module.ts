@@ -136,15 +136,23 @@ export interface AppModule<C = unknown, E extends AppEnv = AppEnv> {
   loadConfig(env: Env): C;
   /** Every tick the app may run, enabled or not: their heartbeat variables are read by name. */
   tickNames: readonly string[];
-  /** The newest bundled migration's timestamp: an isolate checks the schema is at it (db:migrate). */
+  /**
+   * The newest bundled migration's timestamp: a release serves on a database at it, or ahead of it by
+   * migrations that remove nothing in `schemaNeeds` (schema-check.ts).
+   */
   latestMigrationAt: number;
+  /**
+   * Every column the app reads or writes, as `table.column` (the bundle's `schemaNeeds`). Unset: any
+   * contract migration newer than this release stops it.
+   */
+  schemaNeeds?: readonly string[];
   create(config: C, context: AppContext): Promise<AppInstance<E>>;
 }
 
 /**
  * What a long-lived process (Node, Bun) runs: the app module with the migrations it applies at boot.
- * Apart from AppModule so that an isolate's bundle, which only checks `latestMigrationAt`, leaves the
- * migrations' SQL out.
+ * Apart from AppModule so that an isolate's bundle, which only checks the schema, leaves the migrations'
+ * SQL out.
  */
 export interface ProcessAppModule<C = unknown, E extends AppEnv = AppEnv> extends AppModule<C, E> {
   migrations: readonly Migration[];

@@ -1,9 +1,15 @@
+import { SchemaIncompatible } from '../db/schema-check.js';
 import { ConfigError } from '../util/config.js';
 import { errorCode } from '../util/error-chain.js';
 import { TimeoutError } from '../util/timeout.js';
 
 /** Why an isolate's last boot failed, as readiness reports it (checks.database). */
-export type IsolateBootCause = 'configuration' | 'unreachable' | 'timeout' | 'schema_behind' | 'schema_ahead';
+export type IsolateBootCause =
+  | 'configuration'
+  | 'unreachable'
+  | 'timeout'
+  | 'schema_behind'
+  | 'schema_contracted';
 
 export class IsolateBootError extends Error {
   override name = 'IsolateBootError';
@@ -20,6 +26,10 @@ export class IsolateBootError extends Error {
 export function bootCauseOf(err: unknown): IsolateBootError {
   if (err instanceof IsolateBootError) return err;
   if (err instanceof ConfigError) return new IsolateBootError('configuration', err.message, { cause: err });
+  if (err instanceof SchemaIncompatible) {
+    const cause = err.verdict.status === 'behind' ? 'schema_behind' : 'schema_contracted';
+    return new IsolateBootError(cause, err.message, { cause: err });
+  }
   const timeout = err instanceof TimeoutError;
   const code = errorCode(err);
   return new IsolateBootError(
@@ -32,6 +42,8 @@ export function bootCauseOf(err: unknown): IsolateBootError {
 /** The last failed boot and when the next may start. */
 export interface BootBackoff {
   cause: IsolateBootCause;
+  /** What failed, for `/readyz?verbose`: names no secret (no URL, no value). */
+  reason: string;
   retryAt: number;
   /** Failed attempts in a row. */
   attempts: number;
@@ -80,7 +92,12 @@ export class RetryingBoot {
           const failed = bootCauseOf(err);
           const attempts = (this.#failure?.attempts ?? 0) + 1;
           const wait = BOOT_RETRY_MS[Math.min(attempts, BOOT_RETRY_MS.length) - 1] ?? 30_000;
-          this.#failure = { cause: failed.bootCause, retryAt: Date.now() + wait, attempts };
+          this.#failure = {
+            cause: failed.bootCause,
+            reason: failed.message,
+            retryAt: Date.now() + wait,
+            attempts,
+          };
           onFailure(failed, wait);
           return false;
         },

@@ -2,8 +2,10 @@ import type { Hono } from 'hono';
 import { asHyperdriveBinding } from '../db/drivers/hyperdrive-binding.js';
 import { FailoverEpisodes } from '../db/episode.js';
 import type { DatabaseHandle } from '../db/handle.js';
-import { schemaState } from '../db/migrate.js';
 import { poisonReason } from '../db/poison.js';
+import type { Release } from '../db/releases.js';
+import { RELEASE_SEEN_EVERY_MS, recordRelease } from '../db/releases.js';
+import { releaseOf, requireServableSchema } from '../db/schema-check.js';
 import { errorBody } from '../http/error-body.js';
 import { ReadinessGate } from '../http/gate.js';
 import { isProbeMethod, LIVENESS_PATHS, liveResponse, methodNotAllowed } from '../http/health.js';
@@ -67,6 +69,8 @@ interface Isolate<E extends AppEnv> {
   tickHealth: TickHealthConfig;
   /** No startedAtMs: an isolate's start says nothing about whether the cron fires. */
   tickPolicy: TickHealthPolicy;
+  /** This Worker version as the database's record of running releases has it. */
+  release: Release;
 }
 
 export interface IsolateOptions {
@@ -98,6 +102,16 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
   const indexesLoadedAt = new Map<string, number>();
   const identity = resolveIdentity(module.identity);
   const followUps = new FollowUpRuns();
+  const schema = { latestMigrationAt: module.latestMigrationAt, needs: module.schemaNeeds };
+  // When this isolate last recorded its release (claimed before the write, as the indexes are).
+  let releaseSeenAt = 0;
+  const seeRelease = (iso: Isolate<E>, database: DatabaseHandle): Promise<void> => {
+    releaseSeenAt = Date.now();
+    return recordRelease(database.db, iso.release).catch((err: unknown) => {
+      releaseSeenAt = 0;
+      iso.log.warn('recording the release failed', { reason: errorCode(err) ?? 'error' });
+    });
+  };
 
   const invocation = async (
     iso: Pick<Isolate<E>, 'config' | 'database' | 'log' | 'episodes'>,
@@ -211,6 +225,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       ticks,
       tickHealth,
       tickPolicy,
+      release: releaseOf(schema, 'workers', config.releaseId ?? versionId(bindings)),
     };
   };
 
@@ -223,25 +238,23 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       throw bootCauseOf(err);
     }
     try {
-      const schema = await withTimeout(
-        schemaState(inv.appDatabase.pool, module.latestMigrationAt),
+      // A schema ahead of this version by expand migrations serves (a newer version migrated first, or
+      // this one is a rollback); one a contract took something from that this version needs does not.
+      await withTimeout(
+        requireServableSchema(inv.appDatabase.pool, schema, iso.log),
         iso.config.probeTimeoutMs,
         'checking the schema',
       ).catch((err: unknown) => {
         throw bootCauseOf(err);
       });
-      if (schema.status !== 'current') {
-        throw new IsolateBootError(
-          schema.status === 'behind' ? 'schema_behind' : 'schema_ahead',
-          `the database schema is ${schema.status} the bundled migrations (run npm run db:migrate)`,
-        );
-      }
+      const seen = seeRelease(iso, inv.appDatabase);
       for (const index of iso.app.indexes) {
         await index.load(inv.appDatabase.db).catch((err: unknown) => {
           throw bootCauseOf(err);
         });
         indexesLoadedAt.set(index.name, Date.now());
       }
+      await seen;
     } finally {
       await inv.close();
     }
@@ -290,7 +303,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       timeoutMs: iso.config.probeTimeoutMs,
     });
 
-  const notBooted = (path: string): Response => {
+  const notBooted = (path: string, verbose: boolean): Response => {
     const failure = boots.failure;
     const cause = failure?.cause;
     if (path === '/readyz') {
@@ -301,6 +314,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
             boot: gate.state,
             database: cause === 'configuration' ? 'not_checked' : (cause ?? 'unreachable'),
           },
+          ...(verbose && failure ? { reason: failure.reason } : {}),
         },
         { status: 503, headers: { 'cache-control': 'no-store' } },
       );
@@ -319,7 +333,10 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     ctx: ExecutionContextLike,
   ): Promise<Response> => {
     const iso = await boot(bindings);
-    if (!iso) return notBooted(new URL(request.url).pathname);
+    if (!iso) {
+      const url = new URL(request.url);
+      return notBooted(url.pathname, url.searchParams.has('verbose'));
+    }
     const inv = await invocation(iso, bindings);
     const background: Promise<unknown>[] = [];
     let monitor: TickMonitor | undefined;
@@ -352,6 +369,8 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
             );
         }
       }
+      if (Date.now() - releaseSeenAt > RELEASE_SEEN_EVERY_MS)
+        background.push(seeRelease(iso, inv.appDatabase));
       return await iso.shell.fetch(request, scope);
     } finally {
       ctx.waitUntil(
@@ -394,6 +413,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     const cron = typeof controller?.cron === 'string' && controller.cron ? controller.cron : undefined;
     const monitor = tickMonitor(iso, inv.appDatabase, cron);
     const work = (async () => {
+      if (Date.now() - releaseSeenAt > RELEASE_SEEN_EVERY_MS) await seeRelease(iso, inv.appDatabase);
       // In the app's order (it lists token refresh first: a push with an expired token is only deferred).
       for (const tick of iso.app.ticks) {
         await iso.runTick(tick.name, tick.run, { database: inv.appDatabase, monitor }).catch(() => {});
@@ -421,6 +441,17 @@ function chooseDatabase(
   }
   const names = databases.map((d) => d.name).join(', ') || 'none';
   throw new ConfigError([`no database binding for this Worker (it can reach: ${names})`]);
+}
+
+/**
+ * The Worker version's id, from the version metadata binding, bound as Cloudflare's docs name it
+ * (wrangler.toml: `[version_metadata] binding = "CF_VERSION_METADATA"`).
+ */
+function versionId(bindings: Bindings): string | undefined {
+  const metadata = bindings.CF_VERSION_METADATA;
+  const id =
+    typeof metadata === 'object' && metadata !== null ? (metadata as { id?: unknown }).id : undefined;
+  return typeof id === 'string' && id !== '' ? `worker-${id}` : undefined;
 }
 
 /** Worker bindings hold strings (vars, secrets) and objects (KV, ...); configuration reads the strings. */

@@ -2,6 +2,8 @@ import { migrate } from '../db/migrate.js';
 import { poisonReason } from '../db/poison.js';
 import { withPoisonRetry } from '../db/poison-retry.js';
 import { chooseProcessDatabase, type ProcessDatabase } from '../db/process-database.js';
+import { expireReleases, RELEASE_SEEN_EVERY_MS, recordRelease } from '../db/releases.js';
+import { releaseOf, requireServableSchema } from '../db/schema-check.js';
 import { type HttpConfig, loadHttpConfig } from '../http/config.js';
 import { ReadinessGate } from '../http/gate.js';
 import { type InternalEndpointsConfig, loadInternalEndpointsConfig } from '../http/internal-endpoints.js';
@@ -55,6 +57,12 @@ export interface ProcessOptions {
    * unset. A host that names its machines says so here (Fly: `process.env.FLY_MACHINE_ID`).
    */
   instanceId?: string;
+  /**
+   * This build's name in the database's record of running releases (platform_releases), when
+   * RELEASE_ID does not set one; else the newest migration it bundles names it. A host that names its
+   * builds says so here (Fly: `process.env.FLY_IMAGE_REF`).
+   */
+  releaseId?: string;
 }
 
 // After a signal during boot, steps that watch it stop within a poll; anything else is cut short here.
@@ -122,6 +130,8 @@ export async function startProcess<C, E extends AppEnv>(
   }
   const ticks = app.ticks.map(({ name, intervalMs }) => ({ name, intervalMs }));
   const tickPolicy = { ...tickHealthConfig.policy, startedAtMs: Date.now() };
+  const schema = { latestMigrationAt: module.latestMigrationAt, needs: module.schemaNeeds };
+  const release = releaseOf(schema, runtime.name, config.releaseId ?? options.releaseId);
 
   // Built by the boot steps, each from what the steps before it built.
   let telemetry: Telemetry = noTelemetry;
@@ -153,6 +163,18 @@ export async function startProcess<C, E extends AppEnv>(
   };
 
   const startLoops = (dbs: Databases, runTick: TickRunner, tickMonitor: TickMonitor) => {
+    // While this release runs, a contract migration that removes what it needs is refused.
+    loops.register({
+      name: 'release seen',
+      intervalMs: RELEASE_SEEN_EVERY_MS,
+      run: () =>
+        withPoisonRetry(dbs.appDatabase, (db) => recordRelease(db, release), {
+          retry: true,
+          source: 'background',
+          name: 'release seen',
+          log,
+        }),
+    });
     // Organizations created or removed elsewhere (the CLI, another replica) reach this process here.
     for (const index of app.indexes) {
       const { refreshMs } = index;
@@ -264,11 +286,21 @@ export async function startProcess<C, E extends AppEnv>(
     {
       name: 'migrate',
       kind: 'hard',
-      run: async () =>
-        void (await migrate(need(databases).appDatabase.pool, module.migrations, log, {
+      run: async () => {
+        const { pool } = need(databases).appDatabase;
+        await migrate(pool, module.migrations, log, {
           timeoutMs: config.migrationLockTimeoutMs,
+          lockAttemptMs: config.migrationLockAttemptMs,
+          releaseWindowMs: config.releaseWindowMs,
           signal: bootAbort.signal,
-        })),
+        });
+        // The schema may be ahead of this release (a newer one migrated first): it serves unless a
+        // contract removed what it needs.
+        await requireServableSchema(pool, schema, log);
+        await recordRelease(pool.db, release);
+        await expireReleases(pool);
+        log.info('release recorded', { release: release.id });
+      },
     },
     ...app.indexes.map(
       (index): BootStep => ({

@@ -32,8 +32,14 @@ export interface Config {
   probeTimeoutMs: number;
   shutdownTimeoutMs: number;
   shutdownDelayMs: number;
-  /** How long boot waits for the migration lock held elsewhere before failing. */
+  /** How long migrating waits, in all, for the migration lock and the table locks it needs. */
   migrationLockTimeoutMs: number;
+  /** The `lock_timeout` of one attempt at a migration statement; it is retried until the above. */
+  migrationLockAttemptMs: number;
+  /** This release's name in the database's record of running releases; unset: from its schema. */
+  releaseId: string | undefined;
+  /** A release seen within this window counts as running when a contract migration asks. */
+  releaseWindowMs: number;
   /** What sits between us and Postgres (pg driver): `auto` detects a transaction pooler at boot. */
   databasePooler: DatabasePooler;
   logLevel: LogLevel;
@@ -111,6 +117,15 @@ const envSchema = object({
   SHUTDOWN_TIMEOUT_MS: int(0, 600_000, 25_000),
   SHUTDOWN_DELAY_MS: int(0, 600_000, 0),
   MIGRATION_LOCK_TIMEOUT_MS: int(0, 3_600_000, 120_000),
+  MIGRATION_LOCK_ATTEMPT_MS: int(10, 60_000, 500),
+  RELEASE_ID: optional(
+    string().check(
+      refine((v) => /^[\w.:@/+-]{1,200}$/.test(v), {
+        message: 'must be 1 to 200 letters, digits or ._:@/+-',
+      }),
+    ),
+  ),
+  RELEASE_WINDOW_MS: int(0, 90 * 86_400_000, 86_400_000),
   DATABASE_POOLER: oneOf(DATABASE_POOLERS, 'auto'),
   LOG_LEVEL: oneOf(['debug', 'info', 'warn', 'error'], 'info'),
   // A malformed DSN is not a configuration error: error tracking is advisory and its boot step warns.
@@ -189,6 +204,9 @@ export function loadConfig(env: Env): Config {
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     shutdownDelayMs: e.SHUTDOWN_DELAY_MS,
     migrationLockTimeoutMs: e.MIGRATION_LOCK_TIMEOUT_MS,
+    migrationLockAttemptMs: e.MIGRATION_LOCK_ATTEMPT_MS,
+    releaseId: e.RELEASE_ID,
+    releaseWindowMs: e.RELEASE_WINDOW_MS,
     databasePooler: e.DATABASE_POOLER,
     logLevel: e.LOG_LEVEL,
     sentryDsn: e.SENTRY_DSN,

@@ -47,6 +47,7 @@ export function createPgliteDriver(options: PgliteDriverOptions): DatabaseDriver
         db: drizzle({ client: pglite }),
         query: (text, params) => pglite.query(text, params),
         withSession: (fn) => fn({ query: (text, params) => pglite.query(text, params) }),
+        singleSession: true,
         stats: () => ({ total: 1, idle: 1, waiting: 0 }),
         end: async () => {},
       };
