@@ -28,6 +28,8 @@ export interface AppConfig {
 export interface ApiLimits {
   rate: { perMinute: number; burst: number };
   maxPendingInvoices: number;
+  /** Bytes of unfinished invoices one organization may hold. */
+  maxPendingBytes: number;
   maxPendingConnectFlows: number;
   /** Request-body bytes being read or handled at once in this process or isolate. */
   bodyBudgetBytes: number;
@@ -124,6 +126,7 @@ const schema = object({
   API_RATE_PER_MINUTE: int(1, 6_000_000, 600),
   API_RATE_BURST: int(1, 1_000_000, 100),
   ORG_MAX_PENDING_INVOICES: int(1, 100_000_000, 10_000),
+  ORG_MAX_PENDING_BYTES: int(1_048_576, 1_099_511_627_776, 1_073_741_824),
   ORG_MAX_PENDING_CONNECT_FLOWS: int(1, 10_000, 20),
   // At least one largest body (1 MiB); 16 MiB by default, an eighth of a Worker isolate's 128 MB.
   REQUEST_BODY_BUDGET_BYTES: int(1_048_576, 4_294_967_296, 16_777_216),
@@ -212,6 +215,7 @@ export function loadAppConfig(env: Env): AppConfig {
     limits: {
       rate: { perMinute: e.API_RATE_PER_MINUTE, burst: e.API_RATE_BURST },
       maxPendingInvoices: e.ORG_MAX_PENDING_INVOICES,
+      maxPendingBytes: e.ORG_MAX_PENDING_BYTES,
       maxPendingConnectFlows: e.ORG_MAX_PENDING_CONNECT_FLOWS,
       bodyBudgetBytes: e.REQUEST_BODY_BUDGET_BYTES,
       clientRate: { perMinute: e.CONNECT_RATE_PER_MINUTE, burst: e.CONNECT_RATE_BURST },

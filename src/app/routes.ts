@@ -49,6 +49,7 @@ export function appRoutes({
     invoiceRoutes({
       pushTick,
       maxPendingInvoices: limits.maxPendingInvoices,
+      maxPendingBytes: limits.maxPendingBytes,
       // Built once per process or isolate, as these routes are: the budget is theirs together.
       bodyBudget: new BodyBudget(limits.bodyBudgetBytes),
     }),

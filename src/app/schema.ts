@@ -203,6 +203,8 @@ export const invoicePushes = pgTable(
     // sha256 of the canonical request body: the same key with another body is a conflict.
     requestHash: text('request_hash').notNull(),
     payload: jsonb('payload').notNull(),
+    // UTF-8 bytes of the invoice as received, for ORG_MAX_PENDING_BYTES; null in rows written before it.
+    payloadBytes: integer('payload_bytes'),
     status: text('status', { enum: PUSH_STATUSES }).notNull(),
     attempts: integer('attempts').notNull().default(0),
     nextAttemptAt: timestamp('next_attempt_at', { withTimezone: true }).notNull().defaultNow(),
@@ -235,6 +237,11 @@ export const invoicePushes = pgTable(
       .on(t.connectionId, t.nextAttemptAt)
       .where(sql`${t.status} in ('queued', 'failed')`),
     index('invoice_pushes_org_created_idx').on(t.organizationId, t.createdAt, t.id),
+    // A list filtered by status (?status=dead) reads that status's newest rows, not the whole history.
+    index('invoice_pushes_org_status_created_idx').on(t.organizationId, t.status, t.createdAt, t.id),
+    // The reference a disconnect follows (its ON DELETE SET NULL, and the waiting pushes it moves):
+    // only open pushes keep one, as a settled push lets go of its connection.
+    index('invoice_pushes_connection_idx').on(t.connectionId).where(sql`${t.connectionId} is not null`),
     // The pending-invoice quota counts an organization's unfinished pushes (invoices/quota.ts).
     index('invoice_pushes_org_pending_idx')
       .on(t.organizationId)

@@ -4,6 +4,7 @@ import type { AppConfig } from './config.js';
 import { sweepExpiredFlows } from './connections/connect-links.js';
 import { AccessTokenCache } from './connections/grants.js';
 import { CredentialsState, refreshExpiringTokens } from './connections/refresh-tokens.js';
+import { detachSettledPushes } from './push/detach-settled.js';
 import { prunePushes } from './push/prune-pushes.js';
 import { pushDueInvoices } from './push/tick.js';
 import type { XeroClient } from './xero/client.js';
@@ -12,7 +13,7 @@ export const TICKS = {
   push: 'push-invoices',
   refresh: 'refresh-tokens',
   prune: 'prune-pushes',
-  sweep: 'sweep-connect-flows',
+  sweep: 'sweep',
 } as const;
 
 export interface TickSetup {
@@ -79,9 +80,16 @@ export function appTicks(setup: TickSetup): AppTick[] {
   ];
 }
 
-/** Expired connect links and OAuth states: swept here, so no stranger's request ever pays for it. */
+/**
+ * Expired connect links and OAuth states (swept here, so no stranger's request ever pays for it), and
+ * settled pushes still referencing their connection (so a disconnect never rewrites history).
+ */
 function sweepTick(config: TickSetup['config']): AppTick {
-  return { name: TICKS.sweep, intervalMs: config.tickIntervalMs, run: sweepExpiredFlows };
+  return {
+    name: TICKS.sweep,
+    intervalMs: config.tickIntervalMs,
+    run: async (db) => ({ ...(await sweepExpiredFlows(db)), ...(await detachSettledPushes(db)) }),
+  };
 }
 
 /** The retention tick, when PUSH_RETENTION_DAYS is set: at most 10,000 rows a run, 1,000 a statement. */

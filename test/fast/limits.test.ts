@@ -71,6 +71,7 @@ describe('the per-key rate (GCRA)', () => {
     expect(loadAppConfig({}).limits).toEqual({
       rate: { perMinute: 600, burst: 100 },
       maxPendingInvoices: 10_000,
+      maxPendingBytes: 1024 * 1024 * 1024,
       maxPendingConnectFlows: 20,
       bodyBudgetBytes: 16 * 1024 * 1024,
       clientRate: { perMinute: 60, burst: 20 },
@@ -121,6 +122,50 @@ describe('quotas', () => {
     );
     await new Promise((done) => setTimeout(done, 1100));
     expect((await post(org.apiKey, 'room-again')).status).toBe(202);
+  });
+});
+
+describe('the byte quota', () => {
+  it('ORG_MAX_PENDING_BYTES: an invoice that would pass it is refused 429 naming the limit', async () => {
+    const small = await startInProcess({ env: { ORG_MAX_PENDING_BYTES: String(1024 * 1024) } });
+    try {
+      const org = await createOrganization(small.database.db, 'Heavy Ltd');
+      await small.reloadIndexes();
+      const big = invoiceBody({
+        lineItems: Array.from({ length: 100 }, (_, i) => ({
+          description: `${i} ${'x'.repeat(3990)}`,
+          quantity: '1',
+          unitAmount: '1.00',
+        })),
+      });
+      const send = (key: string) =>
+        small.request('/api/invoices', {
+          method: 'POST',
+          headers: { ...bearer(org.apiKey), 'content-type': 'application/json', 'idempotency-key': key },
+          body: JSON.stringify(big),
+        });
+      // About 400 KB each: two fit in 1 MiB, the third would pass it.
+      expect((await send('b-1')).status).toBe(202);
+      expect((await send('b-2')).status).toBe(202);
+      const over = await send('b-3');
+      expect(over.status).toBe(429);
+      expect(await over.json()).toEqual({
+        error: {
+          code: 'quota_exceeded',
+          message: expect.stringContaining('quota ORG_MAX_PENDING_BYTES'),
+          fields: [{ path: 'quota', message: `pending invoice bytes: at most ${1024 * 1024}` }],
+        },
+      });
+      // A replay is still answered; the stored size is what the count reads.
+      expect((await send('b-1')).status).toBe(200);
+      const { rows } = await small.database.pool.query<{ bytes: number }>(
+        'SELECT sum(payload_bytes)::int AS bytes FROM invoice_pushes WHERE organization_id = $1',
+        [org.id],
+      );
+      expect(rows[0]?.bytes).toBeGreaterThan(800_000);
+    } finally {
+      await small.close();
+    }
   });
 });
 

@@ -5,7 +5,7 @@ import type { AuthEnv } from '../auth.js';
 import { ApiError, errorBody } from '../errors.js';
 import { PUSH_STATUSES } from '../schema.js';
 import { fieldErrors, idempotencyKey, invoiceInput } from './input.js';
-import { PendingInvoiceQuota } from './quota.js';
+import { PendingInvoiceQuota, utf8Length } from './quota.js';
 import { createPush, findPush, findPushByKey, isChosenTenant, listPushes } from './store.js';
 import { acceptedView, decodeCursor, encodeCursor, listItemView, pushView } from './view.js';
 
@@ -20,6 +20,8 @@ export interface InvoiceRoutesDeps {
   pushTick: string;
   /** ORG_MAX_PENDING_INVOICES. */
   maxPendingInvoices?: number;
+  /** ORG_MAX_PENDING_BYTES. */
+  maxPendingBytes?: number;
   /** REQUEST_BODY_BUDGET_BYTES: the bodies of every POST in flight in this process or isolate. */
   bodyBudget?: BodyBudget;
 }
@@ -27,10 +29,11 @@ export interface InvoiceRoutesDeps {
 export function invoiceRoutes({
   pushTick,
   maxPendingInvoices = 10_000,
+  maxPendingBytes = 1024 * 1024 * 1024,
   bodyBudget = new BodyBudget(16 * MAX_BODY_BYTES),
 }: InvoiceRoutesDeps) {
   const routes = new Hono<AuthEnv>();
-  const quota = new PendingInvoiceQuota(maxPendingInvoices);
+  const quota = new PendingInvoiceQuota(maxPendingInvoices, maxPendingBytes);
 
   routes.post(
     '/',
@@ -76,6 +79,7 @@ export function invoiceRoutes({
       const { tenantId, ...payload } = input;
       const payloadText = JSON.stringify(payload);
       const hash = sha256Hex(tenantId === undefined ? payloadText : JSON.stringify(input));
+      const payloadBytes = utf8Length(payloadText);
       const organization = c.get('organization');
       const outcome = await c.var.withDatabase(async (db) => {
         // A tenant the organization has not chosen is refused, unless this is a replay of a key
@@ -85,15 +89,30 @@ export function invoiceRoutes({
           return existing ? { push: existing, created: false } : undefined;
         }
         // Over the quota a replay is still answered as before; only a new invoice is refused.
-        if (!(await quota.admits(db, organization.id))) {
+        const verdict = await quota.admits(db, organization.id, payloadBytes);
+        if (verdict !== 'ok') {
           const existing = await findPushByKey(db, organization.id, key);
-          return existing ? { push: existing, created: false } : 'over_quota';
+          return existing ? { push: existing, created: false } : verdict;
         }
-        const result = await createPush(db, organization.id, key, { tenantId, payloadText }, hash);
-        if (result.created) quota.added(organization.id);
+        const result = await createPush(
+          db,
+          organization.id,
+          key,
+          { tenantId, payloadText, payloadBytes },
+          hash,
+        );
+        if (result.created) quota.added(organization.id, payloadBytes);
         return result;
       });
-      if (outcome === 'over_quota') {
+      if (outcome === 'bytes') {
+        throw new ApiError(
+          429,
+          'quota_exceeded',
+          `quota ORG_MAX_PENDING_BYTES: this organization's invoices waiting to be pushed would pass ${quota.maxBytes} bytes; new ones are accepted as those finish`,
+          [{ path: 'quota', message: `pending invoice bytes: at most ${quota.maxBytes}` }],
+        );
+      }
+      if (outcome === 'count') {
         throw new ApiError(
           429,
           'quota_exceeded',

@@ -110,6 +110,7 @@ function prepareInsert(db: Database) {
         requestHash: sql.placeholder('requestHash'),
         // Sent as the text the request's JSON became, cast by Postgres: not serialized again here.
         payload: sql`${sql.placeholder('payloadText')}::jsonb`,
+        payloadBytes: sql.placeholder('payloadBytes'),
         status: sql`case when ${connection} is null then 'awaiting_connection' else 'queued' end`,
         lastError: sql`case when ${connection} is not null then null
           when ${tenant} is null then ${NO_DEFAULT_REASON}::text else ${TENANT_GONE_REASON}::text end`,
@@ -152,7 +153,7 @@ export async function createPush(
   db: Database,
   organizationId: string,
   key: string,
-  input: { tenantId: string | undefined; payloadText: string },
+  input: { tenantId: string | undefined; payloadText: string; payloadBytes?: number },
   requestHash: string,
 ): Promise<CreateResult> {
   const values = {
@@ -161,6 +162,7 @@ export async function createPush(
     key,
     requestHash,
     payloadText: input.payloadText,
+    payloadBytes: input.payloadBytes ?? null,
   };
   let inserted: Awaited<ReturnType<ReturnType<typeof prepareInsert>['execute']>>[number] | undefined;
   try {
@@ -268,14 +270,22 @@ export async function listPushes(
   return rows as Omit<PushRow, 'payload'>[];
 }
 
-/** Pushes not yet finished (what ORG_MAX_PENDING_INVOICES bounds), counted up to `cap` at most. */
-export async function countPending(db: Database, organizationId: string, cap: number): Promise<number> {
-  const [row] = rowsOf<{ n: number | string }>(
+/**
+ * Pushes not yet finished (what ORG_MAX_PENDING_INVOICES bounds), counted up to `cap` at most, and the
+ * bytes of their invoices (ORG_MAX_PENDING_BYTES): payload_bytes, or for a row the previous release
+ * wrote, the payload's stored size (pg_column_size reads the TOAST pointer, not the value).
+ */
+export async function countPending(
+  db: Database,
+  organizationId: string,
+  cap: number,
+): Promise<{ pending: number; bytes: number }> {
+  const [row] = rowsOf<{ n: number | string; bytes: number | string }>(
     await db.execute(sql`
-      SELECT count(*)::int AS n FROM (
-        SELECT 1 FROM invoice_pushes
+      SELECT count(*)::int AS n, coalesce(sum(b), 0)::bigint AS bytes FROM (
+        SELECT coalesce(payload_bytes, pg_column_size(payload)) AS b FROM invoice_pushes
         WHERE organization_id = ${organizationId} AND status IN ('queued', 'failed', 'awaiting_connection')
         LIMIT ${cap}) pending`),
   );
-  return Number(row?.n ?? 0);
+  return { pending: Number(row?.n ?? 0), bytes: Number(row?.bytes ?? 0) };
 }

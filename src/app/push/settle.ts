@@ -73,6 +73,10 @@ export async function settlePushes(
         RETURNING 1)
       UPDATE invoice_pushes AS p SET
         status = coalesce(v.status, p.status),
+        -- A settled push lets go of its connection (tenant_id keeps where it went): a disconnect then
+        -- touches the open pushes only, never the tenant's history.
+        connection_id = CASE WHEN coalesce(v.status, p.status) IN ('pushed', 'dead') THEN NULL
+                             ELSE p.connection_id END,
         attempts = coalesce(v.attempts, p.attempts),
         next_attempt_at = CASE WHEN v.retry_ms IS NULL THEN p.next_attempt_at
                                ELSE now() + v.retry_ms * interval '1 millisecond' END,

@@ -1,0 +1,32 @@
+import type { Database } from '@honest-health/platform';
+import { sql } from 'drizzle-orm';
+import { rowsOf } from './rows.js';
+
+// A settled push (pushed, dead) keeps no reference to its connection: settling clears it (settle.ts),
+// and this clears it in rows settled before that, or by the previous release, in bounded batches. So
+// a disconnect's ON DELETE SET NULL meets the open pushes only, never the tenant's history; tenant_id
+// keeps where each went. The rows' updated_at is left alone: retention reads it.
+
+export async function detachSettledPushes(
+  db: Database,
+  { batchSize = 1000, maxBatches = 10 } = {},
+): Promise<{ detached: number }> {
+  let detached = 0;
+  for (let i = 0; i < maxBatches; i++) {
+    const settled = sql`p.connection_id IS NOT NULL AND p.status IN ('pushed', 'dead') AND p.lease_owner IS NULL`;
+    const rows = rowsOf<{ n: number }>(
+      await db.execute(sql`
+        WITH detached AS (
+          UPDATE invoice_pushes p SET connection_id = NULL
+          WHERE p.id = ANY(ARRAY(SELECT p.id FROM invoice_pushes p WHERE ${settled}
+                                 LIMIT ${batchSize} FOR UPDATE SKIP LOCKED))
+            AND ${settled}
+          RETURNING 1)
+        SELECT count(*)::int AS n FROM detached`),
+    );
+    const n = Number(rows[0]?.n ?? 0);
+    detached += n;
+    if (n < batchSize) break;
+  }
+  return { detached };
+}
