@@ -128,8 +128,9 @@ const schema = object({
   ORG_MAX_PENDING_INVOICES: int(1, 100_000_000, 10_000),
   ORG_MAX_PENDING_BYTES: int(1_048_576, 1_099_511_627_776, 1_073_741_824),
   ORG_MAX_PENDING_CONNECT_FLOWS: int(1, 10_000, 20),
-  // At least one largest body (1 MiB); 16 MiB by default, an eighth of a Worker isolate's 128 MB.
-  REQUEST_BODY_BUDGET_BYTES: int(1_048_576, 4_294_967_296, 16_777_216),
+  // At least one largest body (1 MiB). 8 MiB by default: a MiB in flight costs 3 to 4 MiB of memory
+  // (bench:ingress rss_per_inflight_mib), and a Worker isolate has 128 MB.
+  REQUEST_BODY_BUDGET_BYTES: int(1_048_576, 4_294_967_296, 8_388_608),
   CONNECT_RATE_PER_MINUTE: int(1, 6_000_000, 60),
   CONNECT_RATE_BURST: int(1, 1_000_000, 20),
 }).check(

@@ -30,7 +30,7 @@ export function invoiceRoutes({
   pushTick,
   maxPendingInvoices = 10_000,
   maxPendingBytes = 1024 * 1024 * 1024,
-  bodyBudget = new BodyBudget(16 * MAX_BODY_BYTES),
+  bodyBudget = new BodyBudget(8 * MAX_BODY_BYTES),
 }: InvoiceRoutesDeps) {
   const routes = new Hono<AuthEnv>();
   const quota = new PendingInvoiceQuota(maxPendingInvoices, maxPendingBytes);
