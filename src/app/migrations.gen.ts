@@ -6,6 +6,7 @@ export const migrations: Migration[] = [
     "tag": "0000_init",
     "hash": "cf744c68219972286034e1329e2226a43a777c9aa8e06b1956aa7c5f24636c6f",
     "createdAt": 1795979051143,
+    "class": "expand",
     "statements": [
       "CREATE TABLE IF NOT EXISTS \"health_heartbeat\" (\n\t\"instance_id\" text PRIMARY KEY NOT NULL,\n\t\"beat_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"beats\" bigint DEFAULT 1 NOT NULL\n);",
       "CREATE TABLE \"organizations\" (\n\t\"id\" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t\"name\" text NOT NULL,\n\t\"api_key_hash\" text NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"organizations_api_key_hash_unique\" UNIQUE(\"api_key_hash\")\n);"
@@ -15,6 +16,7 @@ export const migrations: Migration[] = [
     "tag": "0001_ingress_and_xero",
     "hash": "cc99a00e40f64d4db73e440488bd3b39b0cbe851255bd1e03fc3352d5e4bb374",
     "createdAt": 1795980267906,
+    "class": "expand",
     "statements": [
       "CREATE TABLE \"invoice_pushes\" (\n\t\"id\" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t\"organization_id\" uuid NOT NULL,\n\t\"connection_id\" uuid,\n\t\"idempotency_key\" text NOT NULL,\n\t\"request_hash\" text NOT NULL,\n\t\"payload\" jsonb NOT NULL,\n\t\"status\" text NOT NULL,\n\t\"attempts\" integer DEFAULT 0 NOT NULL,\n\t\"next_attempt_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"lease_owner\" text,\n\t\"lease_expires_at\" timestamp with time zone,\n\t\"last_error\" text,\n\t\"xero_invoice_id\" text,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"invoice_pushes_org_key_unique\" UNIQUE(\"organization_id\",\"idempotency_key\"),\n\tCONSTRAINT \"invoice_pushes_key_length_check\" CHECK (char_length(\"invoice_pushes\".\"idempotency_key\") between 1 and 128),\n\tCONSTRAINT \"invoice_pushes_status_check\" CHECK (\"invoice_pushes\".\"status\" in ('queued', 'pushed', 'failed', 'dead', 'awaiting_connection'))\n);",
       "CREATE TABLE \"xero_connections\" (\n\t\"id\" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t\"organization_id\" uuid NOT NULL,\n\t\"tenant_id\" text NOT NULL,\n\t\"tenant_name\" text,\n\t\"access_token_enc\" text,\n\t\"refresh_token_enc\" text NOT NULL,\n\t\"access_expires_at\" timestamp with time zone,\n\t\"token_version\" integer DEFAULT 1 NOT NULL,\n\t\"status\" text DEFAULT 'active' NOT NULL,\n\t\"refresh_lease_owner\" text,\n\t\"refresh_lease_expires_at\" timestamp with time zone,\n\t\"refresh_started_at\" timestamp with time zone,\n\t\"refresh_started_version\" integer,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"xero_connections_org_tenant_unique\" UNIQUE(\"organization_id\",\"tenant_id\"),\n\tCONSTRAINT \"xero_connections_status_check\" CHECK (\"xero_connections\".\"status\" in ('active', 'needs_reauth'))\n);",
@@ -29,6 +31,7 @@ export const migrations: Migration[] = [
     "tag": "0002_oauth_states",
     "hash": "19b84689c6dd748a3618803a977a9ec6eac3130f36e287a01aa4134573b365e2",
     "createdAt": 1795982112980,
+    "class": "expand",
     "statements": [
       "CREATE TABLE \"oauth_states\" (\n\t\"state_hash\" text PRIMARY KEY NOT NULL,\n\t\"organization_id\" uuid NOT NULL,\n\t\"expires_at\" timestamp with time zone NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL\n);",
       "ALTER TABLE \"oauth_states\" ADD CONSTRAINT \"oauth_states_organization_id_organizations_id_fk\" FOREIGN KEY (\"organization_id\") REFERENCES \"public\".\"organizations\"(\"id\") ON DELETE cascade ON UPDATE no action;"
@@ -38,6 +41,7 @@ export const migrations: Migration[] = [
     "tag": "0003_due_index",
     "hash": "e063dd9764841d676c1807d2184afa84f898b84a48e3a06cb391c7937bad9216",
     "createdAt": 1795985622291,
+    "class": "expand",
     "statements": [
       "DROP INDEX \"invoice_pushes_due_idx\";",
       "CREATE INDEX \"invoice_pushes_due_idx\" ON \"invoice_pushes\" USING btree (\"next_attempt_at\") WHERE \"invoice_pushes\".\"status\" in ('queued', 'failed');"
@@ -47,6 +51,7 @@ export const migrations: Migration[] = [
     "tag": "0004_tick_health",
     "hash": "6141f8aa4f747037e91413bb383b64f130b33e5972177b5615f37b0434b8567b",
     "createdAt": 1796114765039,
+    "class": "expand",
     "statements": [
       "CREATE TABLE IF NOT EXISTS \"tick_health\" (\n\t\"tick\" text NOT NULL,\n\t\"instance_id\" text NOT NULL,\n\t\"last_started_at\" timestamp with time zone,\n\t\"last_finished_at\" timestamp with time zone,\n\t\"last_success_at\" timestamp with time zone,\n\t\"last_failure_at\" timestamp with time zone,\n\t\"consecutive_failures\" integer DEFAULT 0 NOT NULL,\n\t\"last_error_code\" text,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"tick_health_pkey\" PRIMARY KEY(\"tick\",\"instance_id\")\n);"
     ]
@@ -55,6 +60,17 @@ export const migrations: Migration[] = [
     "tag": "0005_xero_grants",
     "hash": "85bf7cb8369624898389ce39998a4e37457ee5d60cb12a1d9b55261593919c0c",
     "createdAt": 1796117184085,
+    "class": "contract",
+    "removes": [
+      "xero_connections.access_expires_at",
+      "xero_connections.access_token_enc",
+      "xero_connections.refresh_lease_expires_at",
+      "xero_connections.refresh_lease_owner",
+      "xero_connections.refresh_started_at",
+      "xero_connections.refresh_started_version",
+      "xero_connections.refresh_token_enc",
+      "xero_connections.token_version"
+    ],
     "statements": [
       "CREATE TABLE \"xero_app_limits\" (\n\t\"id\" text PRIMARY KEY NOT NULL,\n\t\"app_min_remaining\" integer,\n\t\"paused_until\" timestamp with time zone,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL\n);",
       "CREATE TABLE \"xero_grants\" (\n\t\"id\" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t\"organization_id\" uuid NOT NULL,\n\t\"auth_event_id\" text,\n\t\"scope\" text,\n\t\"access_token_enc\" text,\n\t\"refresh_token_enc\" text NOT NULL,\n\t\"seal_context\" text,\n\t\"access_expires_at\" timestamp with time zone,\n\t\"token_version\" integer DEFAULT 1 NOT NULL,\n\t\"status\" text DEFAULT 'active' NOT NULL,\n\t\"refresh_lease_owner\" text,\n\t\"refresh_lease_expires_at\" timestamp with time zone,\n\t\"refresh_started_at\" timestamp with time zone,\n\t\"refresh_started_version\" integer,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"xero_grants_status_check\" CHECK (\"xero_grants\".\"status\" in ('active', 'needs_reauth'))\n);",
@@ -86,6 +102,7 @@ export const migrations: Migration[] = [
     "tag": "0006_xero_budget",
     "hash": "132cf1b6b648b81ecb228f65528057115f9a61539f11a5dd276452c834881854",
     "createdAt": 1796118350448,
+    "class": "expand",
     "statements": [
       "ALTER TABLE \"xero_app_limits\" ADD COLUMN \"budget_minute\" timestamp with time zone[] DEFAULT '{}' NOT NULL;",
       "ALTER TABLE \"xero_connections\" ADD COLUMN \"budget_slots\" timestamp with time zone[] DEFAULT '{}' NOT NULL;",
@@ -102,6 +119,7 @@ export const migrations: Migration[] = [
     "tag": "0007_connect_links",
     "hash": "e514469fefc7d30e4f29a3b90f2a43604778391540faf53cb572a935071dd539",
     "createdAt": 1796159547606,
+    "class": "expand",
     "statements": [
       "CREATE TABLE \"connect_links\" (\n\t\"link_hash\" text PRIMARY KEY NOT NULL,\n\t\"organization_id\" uuid NOT NULL,\n\t\"expires_at\" timestamp with time zone NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL\n);",
       "ALTER TABLE \"oauth_states\" ADD COLUMN \"browser_hash\" text;",
@@ -114,6 +132,7 @@ export const migrations: Migration[] = [
     "tag": "0008_grant_refresh_errors",
     "hash": "1ea2b4bcdb8619a1c86810fba73c6709bf1f91ddffa87f409142524a972ad1d8",
     "createdAt": 1796160638704,
+    "class": "expand",
     "statements": [
       "ALTER TABLE \"xero_grants\" ADD COLUMN \"refresh_error\" text;",
       "ALTER TABLE \"xero_grants\" ADD COLUMN \"refresh_failures\" integer DEFAULT 0 NOT NULL;",
@@ -124,6 +143,7 @@ export const migrations: Migration[] = [
     "tag": "0009_push_key_window",
     "hash": "fe4db0628c82f9e361dc99dfe8d87aa909f5b4c387e5e7272c18f7eaea0c1b3d",
     "createdAt": 1796160998266,
+    "class": "expand",
     "statements": [
       "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_key_generation\" integer DEFAULT 0 NOT NULL;",
       "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"xero_key_sent_at\" timestamp with time zone;",
@@ -136,6 +156,8 @@ export const migrations: Migration[] = [
     "tag": "0010_routing_and_one_holder",
     "hash": "35227e2dc0e230ba42f86d4beb291016a2bfa33dec41ef7fd98baabc970891cc",
     "createdAt": 1796161062108,
+    "class": "contract",
+    "removes": [],
     "statements": [
       "DROP INDEX \"xero_connections_tenant_idx\";",
       "ALTER TABLE \"invoice_pushes\" ADD COLUMN \"tenant_id\" text;",
@@ -156,6 +178,7 @@ export const migrations: Migration[] = [
     "tag": "0011_grant_keep_alive",
     "hash": "58884e1a1bdf38b991ae1a72d3c2161a9fb723017d6d790b51089595c3473388",
     "createdAt": 1796162032518,
+    "class": "expand",
     "statements": [
       "ALTER TABLE \"xero_grants\" ADD COLUMN \"refresh_token_issued_at\" timestamp with time zone DEFAULT now() NOT NULL;"
     ]
@@ -164,6 +187,7 @@ export const migrations: Migration[] = [
     "tag": "0012_api_keys",
     "hash": "8bdee29751289a5fffbdaf3203b81ea6ddf1da70d71f16b84bbac3521a808a9a",
     "createdAt": 1796164469793,
+    "class": "expand",
     "statements": [
       "CREATE TABLE \"api_keys\" (\n\t\"id\" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t\"organization_id\" uuid NOT NULL,\n\t\"name\" text DEFAULT 'default' NOT NULL,\n\t\"key_hash\" text NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"last_used_at\" timestamp with time zone,\n\t\"revoked_at\" timestamp with time zone,\n\tCONSTRAINT \"api_keys_key_hash_unique\" UNIQUE(\"key_hash\")\n);",
       "ALTER TABLE \"organizations\" ALTER COLUMN \"api_key_hash\" DROP NOT NULL;",
@@ -180,6 +204,7 @@ export const migrations: Migration[] = [
     "tag": "0013_bounded_budget",
     "hash": "4d4c9cc372501953bb45bf7a225ed329e1d1b6fd982f1ba63c1f140e32d507ee",
     "createdAt": 1796164511778,
+    "class": "expand",
     "statements": [
       "ALTER TABLE \"xero_app_limits\" ADD COLUMN \"budget_minute_counts\" integer[] DEFAULT '{}' NOT NULL;",
       "ALTER TABLE \"xero_app_limits\" ADD COLUMN \"budget_minute_at\" bigint;",

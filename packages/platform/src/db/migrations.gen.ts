@@ -6,6 +6,7 @@ export const platformMigrations: Migration[] = [
     "tag": "0000_platform_tables",
     "hash": "94e75aead11edd6da6d6eb24690cccce12167d91b8f7992d5533a84ab660fa09",
     "createdAt": 1796169127207,
+    "class": "expand",
     "statements": [
       "-- hand-written:\n-- Databases an app built before the platform migrated its own tables already have them (an app's\n-- migrations created them, and the previous release still writes them): created only where missing.\nCREATE TABLE IF NOT EXISTS \"health_heartbeat\" (\n\t\"instance_id\" text PRIMARY KEY NOT NULL,\n\t\"beat_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"beats\" bigint DEFAULT 1 NOT NULL\n);",
       "CREATE TABLE IF NOT EXISTS \"tick_health\" (\n\t\"tick\" text NOT NULL,\n\t\"instance_id\" text NOT NULL,\n\t\"last_started_at\" timestamp with time zone,\n\t\"last_finished_at\" timestamp with time zone,\n\t\"last_success_at\" timestamp with time zone,\n\t\"last_failure_at\" timestamp with time zone,\n\t\"consecutive_failures\" integer DEFAULT 0 NOT NULL,\n\t\"last_error_code\" text,\n\t\"updated_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\tCONSTRAINT \"tick_health_pkey\" PRIMARY KEY(\"tick\",\"instance_id\")\n);"
