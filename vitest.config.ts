@@ -15,6 +15,8 @@ const EXAMPLES = 'examples/*/test/**/*.test.ts';
 const FAST_ISOLATED = ['test/fast/validation-messages.test.ts'];
 
 export default defineConfig({
+  // The platform from its sources, by the tsconfig's paths (what tsc, tsx, Bun and esbuild read too).
+  resolve: { tsconfigPaths: true },
   test: {
     // A 2-core machine: two files at a time, across both projects.
     maxWorkers: 2,

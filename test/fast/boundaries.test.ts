@@ -24,6 +24,7 @@ import { describe, expect, it } from 'vitest';
 import {
   PLATFORM_PACKAGE as PACKAGE,
   publicEntries,
+  publicEntrySources,
   sourcesUnder,
   specifiers,
 } from '../support/import-scan.js';
@@ -110,10 +111,13 @@ function intoPackageInternals(root: string, dirs: readonly string[], publicOnly:
 async function runtimeBeyondWiring(root: string, entries: string[]): Promise<string[]> {
   const imports = await importsFrom(root, entries);
   const platform = publicEntries(root);
+  // The root tsconfig's paths resolve the public entries to their sources.
+  const platformSources = publicEntrySources(root);
   const allowed = (i: Import) =>
     i.external
       ? platform.has(i.to)
-      : i.to === APP_MODULE ||
+      : platformSources.has(i.to) ||
+        i.to === APP_MODULE ||
         ((i.to === PROCESS_APP_MODULE || i.to === PROCESS_DATABASES) && PROCESS_ENTRIES.includes(i.from));
   return show(imports.filter((i) => entries.includes(i.from) && !allowed(i)));
 }
