@@ -26,11 +26,13 @@ const setsWith = (app: readonly Migration[]) =>
     { table: APP_TABLE, migrations: app, label: '' },
   ] as const;
 
+/** What `migrate` applied. */
 export interface MigrateResult {
   /** Tags applied, the platform's as `platform:<tag>`. */
   applied: string[];
 }
 
+/** How long `migrate` waits for the migration lock. */
 export type MigrateOptions = LockWaitOptions;
 
 /**
@@ -82,6 +84,7 @@ export async function migrate(
   });
 }
 
+/** Whether the database's schema is at the bundled migrations, behind them, or ahead of them. */
 export type SchemaState =
   | { status: 'current' }
   | { status: 'behind' | 'ahead'; applied: number; bundled: number };

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Migration } from './migrate.js';
 
+/** One drizzle-kit folder and the module `runMigrationsBundler` generates from it. */
 export interface MigrationsBundle {
   /** The drizzle-kit `out` folder, relative to the root. */
   from: string;
@@ -65,6 +66,7 @@ export const ${names.latest} = ${latestOf(migrations)};
 `;
 }
 
+/** Options of `runMigrationsBundler`: the root, and whether only to check. */
 export interface BundleOptions {
   /** What `from` and `out` are relative to. */
   root: string;

@@ -1,3 +1,3 @@
-// The platform's own tables, as Drizzle schema.
-export * from '../db/heartbeat.js';
-export * from '../jobs/tick-health-table.js';
+// `@honest-health/platform/schema`: the platform's own tables, as Drizzle schema.
+export { healthHeartbeat } from '../db/heartbeat.js';
+export { tickHealth } from '../jobs/tick-health-table.js';
