@@ -48,7 +48,7 @@ describe('the database health middleware', () => {
   it('/readyz proves a write; a read-only answer is 503 and disposes both pools', async () => {
     const state = { readOnly: false };
     const { driver, built, ended } = fakeDriver(state);
-    const health = createDatabaseHealth({ driver, instanceId: 'test', log: quiet });
+    const health = await createDatabaseHealth({ driver, instanceId: 'test', log: quiet });
     const app = new Hono().get('/readyz', readinessHandler(health));
 
     const ok = await app.request('/readyz');
@@ -75,7 +75,7 @@ describe('the database health middleware', () => {
 
   it('a route poisoned once runs again on a fresh pool; poisoned twice, it answers 503 with Retry-After', async () => {
     const { driver } = fakeDriver({ readOnly: false });
-    const health = createDatabaseHealth({ driver, instanceId: 'test', log: quiet });
+    const health = await createDatabaseHealth({ driver, instanceId: 'test', log: quiet });
     let failures = 0;
     const app = new Hono<{ Variables: DatabaseVariables }>()
       .use(databaseMiddleware(health))

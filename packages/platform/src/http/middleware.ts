@@ -35,7 +35,7 @@ export interface WithDatabaseOptions {
  *
  * @example
  * ```ts
- * const health = createDatabaseHealth({ driver, instanceId: hostname() });
+ * const health = await createDatabaseHealth({ driver, instanceId: hostname() });
  * const rows = await health.withDatabase((db) => db.execute(sql`SELECT 1 AS one`));
  * ```
  */
@@ -56,8 +56,12 @@ export interface DatabaseHealth {
   close(): Promise<void>;
 }
 
-/** Builds a {@link DatabaseHealth}: the app's handle and the write probe's, over one driver. */
-export function createDatabaseHealth(options: DatabaseHealthOptions): DatabaseHealth {
+/**
+ * Builds a {@link DatabaseHealth}: the app's handle and the write probe's, over one driver, once the
+ * driver is ready (drivers load their modules, and PGlite starts, in `ready()`).
+ */
+export async function createDatabaseHealth(options: DatabaseHealthOptions): Promise<DatabaseHealth> {
+  await options.driver.ready();
   const log = options.log ?? createLogger('info');
   const database = new DatabaseHandle(options.driver, 'app', log);
   // The probe's own pool shares the failover episode, so one failover is one episode in the logs.
