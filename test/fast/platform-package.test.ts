@@ -17,7 +17,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { build } from 'esbuild';
+import { type BuildOptions, build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../support/server.js';
 
@@ -56,6 +56,22 @@ beforeAll(() => {
   symlinkSync(join(dir, 'platform'), join(dir, 'node_modules', NAME));
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** The files esbuild reaches from `options`, the package's dependencies external. */
+async function bundledInputs(options: Pick<BuildOptions, 'stdin' | 'entryPoints' | 'absWorkingDir'>) {
+  const deps = Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies });
+  const { metafile } = await build({
+    ...options,
+    bundle: true,
+    write: false,
+    metafile: true,
+    platform: 'node',
+    format: 'esm',
+    external: [...deps, ...deps.map((d) => `${d}/*`), 'cloudflare:*'],
+    logLevel: 'silent',
+  });
+  return Object.keys(metafile.inputs);
+}
 
 const typeCheck = (project: string) => {
   try {
@@ -126,25 +142,12 @@ describe('the platform package', () => {
     // No source of the package is left to resolve to: the declarations stand alone.
     expect(existsSync(join(dir, 'platform/dist/exports/index.d.ts'))).toBe(true);
 
-    const deps = Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies });
-    const { metafile } = await build({
-      entryPoints: [join(consumer, 'index.ts')],
-      absWorkingDir: dir,
-      bundle: true,
-      write: false,
-      metafile: true,
-      platform: 'node',
-      format: 'esm',
-      external: [...deps, ...deps.map((d) => `${d}/*`), 'cloudflare:*'],
-      logLevel: 'silent',
-    });
-    const inputs = Object.keys(metafile.inputs);
+    const inputs = await bundledInputs({ entryPoints: [join(consumer, 'index.ts')], absWorkingDir: dir });
     for (const [, target] of entries) expect(inputs).toContain(join('platform', target.default));
   });
 
   it('resolves every entry by name to its source for esbuild (the Node build and wrangler)', async () => {
-    const deps = Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies });
-    const { metafile } = await build({
+    const inputs = await bundledInputs({
       stdin: {
         contents: entries
           .map(([key]) => `export * as e${key.replace(/\W/g, '_')} from '${specifier(key)}';`)
@@ -152,15 +155,7 @@ describe('the platform package', () => {
         resolveDir: repoRoot,
         loader: 'ts',
       },
-      bundle: true,
-      write: false,
-      metafile: true,
-      platform: 'node',
-      format: 'esm',
-      external: [...deps, ...deps.map((d) => `${d}/*`), 'cloudflare:*'],
-      logLevel: 'silent',
     });
-    const inputs = Object.keys(metafile.inputs);
     for (const [, target] of entries) expect(inputs).toContain(join('packages/platform', sourceOf(target)));
   });
 
