@@ -2,8 +2,9 @@
 // - the platform (packages/platform/src/) imports nothing of this repository outside its package,
 //   statically or with import() (checked on the imports esbuild resolves);
 // - nothing outside the package reaches into it by a relative path, and the app, its entries, tools
-//   and benches name only the package's public entries (its `exports` but `./internal/*`, which is
-//   for this repository's tests); `import type` included, read from the source text;
+//   and benches name only the package's public entries (its `exports`; this repository's tests may
+//   also name `@honest-health/platform/internal/*`, a tsconfig path to its modules, no export);
+//   `import type` included, read from the source text;
 // - a runtime entry (src/runtime/node.ts, bun.ts, worker.ts) imports only the platform's public
 //   entries and src/app/module.ts: it wires the platform's adapter to the app module and holds nothing
 //   else (Node and Bun wire src/app/dev/sandbox.ts instead: the same module plus the development
@@ -37,7 +38,7 @@ const APP_MODULE = 'src/app/module.ts';
 const PLATFORM = 'packages/platform/src';
 // Where the app and what runs it live: none may name the package's internals.
 const APP_DIRS = ['src', 'tools', 'bench'];
-// Tests may also use `./internal/*`.
+// Tests may also use `@honest-health/platform/internal/*`.
 const TEST_DIRS = ['test'];
 const SELF = 'test/fast/boundaries.test.ts';
 const PROCESS_APP_MODULE = 'src/app/dev/sandbox.ts';
