@@ -70,6 +70,15 @@ describe('the database health middleware', () => {
     state.readOnly = false;
     expect((await app.request('/readyz')).status).toBe(200);
     expect(built).toContain('probe#2');
+
+    // Draining answers at once, whatever the database would say.
+    let draining = false;
+    const drained = new Hono().get('/readyz', readinessHandler(health, { draining: () => draining }));
+    expect((await drained.request('/readyz')).status).toBe(200);
+    draining = true;
+    const answer = await drained.request('/readyz');
+    expect(answer.status).toBe(503);
+    expect(await answer.json()).toEqual({ status: 'unavailable', checks: { server: 'draining' } });
     await health.close();
   });
 

@@ -11,6 +11,7 @@ export {
   type DatabaseVariables,
   databaseMiddleware,
   databaseUnavailableResponse,
+  type ReadinessOptions,
   readinessHandler,
   type WithDatabaseOptions,
 } from '../http/middleware.js';

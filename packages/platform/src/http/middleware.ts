@@ -87,6 +87,15 @@ export async function createDatabaseHealth(options: DatabaseHealthOptions): Prom
 
 const noStore = { 'cache-control': 'no-store' };
 
+/** Options of {@link readinessHandler}. */
+export interface ReadinessOptions {
+  /**
+   * True once the app has begun to shut down: readiness answers `503` at once, `"server":"draining"`,
+   * so load balancers take the instance out while it finishes what it serves.
+   */
+  draining?: () => boolean;
+}
+
 /**
  * A readiness route (`GET /readyz`): `200 {"status":"ok","checks":{"database":"ok"}}` when a write
  * probe succeeds, else `503` with `read_only`, `unreachable` or `timeout`; `?verbose` adds the latency
@@ -94,11 +103,18 @@ const noStore = { 'cache-control': 'no-store' };
  *
  * @example
  * ```ts
- * app.get('/readyz', readinessHandler(health));
+ * let stopping = false;
+ * app.get('/readyz', readinessHandler(health, { draining: () => stopping }));
  * ```
  */
-export function readinessHandler(health: Pick<DatabaseHealth, 'probe'>): (c: Context) => Promise<Response> {
+export function readinessHandler(
+  health: Pick<DatabaseHealth, 'probe'>,
+  options: ReadinessOptions = {},
+): (c: Context) => Promise<Response> {
   return async (c) => {
+    if (options.draining?.() === true) {
+      return c.json({ status: 'unavailable', checks: { server: 'draining' } }, 503, noStore);
+    }
     const result = await health.probe();
     const ready = result.status === 'ok';
     const body: Record<string, unknown> = {
