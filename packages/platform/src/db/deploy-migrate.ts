@@ -6,6 +6,7 @@ import type { Logger } from '../util/log.js';
 import { createDriver, type DriverOptions } from './driver.js';
 import { type Migration, migrate } from './migrate.js';
 
+/** What `migrateAtDeploy` applied, and the newest bundled migration. */
 export interface DeployMigrateResult {
   /** The tags applied now, the platform's first; empty when the schema was current. */
   applied: string[];

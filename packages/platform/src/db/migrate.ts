@@ -48,6 +48,7 @@ const setsWith = (app: readonly Migration[]) =>
     { table: APP_MIGRATIONS_TABLE, migrations: app, label: '' },
   ] as const;
 
+/** What `migrate` applied. */
 export interface MigrateResult {
   /** Tags applied, the platform's as `platform:<tag>`. */
   applied: string[];

@@ -28,6 +28,7 @@ export type RequestScope = {
   withDatabase<T>(fn: (db: Database) => Promise<T>): Promise<T>;
 };
 
+/** The Hono environment of an app's routes: the request's scope in `c.var`. */
 export type AppEnv = { Variables: RequestScope };
 
 /**
@@ -62,6 +63,7 @@ export interface AppIndex {
   load(db: Database): Promise<void>;
 }
 
+/** What the platform gives an app module's `create`: the lifecycle, the instance, the logger. */
 export interface AppContext {
   lifecycle: 'process' | 'isolate';
   /** This replica; on Workers one name for every isolate and invocation. */
@@ -83,6 +85,7 @@ export interface AppMetricsContext {
   timeoutMs: number;
 }
 
+/** The app's own metrics: gauges read at scrape time, counters for long-lived processes. */
 export interface AppMetrics {
   /** Gauges read at scrape time: served by processes and Workers alike. */
   gauges?(registry: GaugeRegistry, context: AppMetricsContext): void;

@@ -46,6 +46,7 @@ import type { IsolateErrorTracking } from './isolate-errors.js';
 // An I/O object belongs to the request that made it, so the database handles (and the write probe that
 // holds them) are made per request or cron invocation and closed through waitUntil.
 
+/** The part of a Worker's `ExecutionContext` the platform uses: `waitUntil`. */
 export interface ExecutionContextLike {
   waitUntil(promise: Promise<unknown>): void;
 }
@@ -73,6 +74,10 @@ interface Isolate<E extends AppEnv> {
   release: Release;
 }
 
+/**
+ * What a Worker's entry gives `createIsolateHandlers`: the databases it can reach, and how it reports
+ * errors.
+ */
 export interface IsolateOptions {
   /** The databases this bundle can reach, in order of precedence (isolate-database.ts). */
   databases: readonly IsolateDatabase[];

@@ -9,6 +9,7 @@ export interface PgCompatibleClient {
   release(err?: Error | boolean): void;
 }
 
+/** A pool with node-postgres's interface (pg's own, or Hyperdrive's), as `wrapPgCompatiblePool` takes it. */
 export interface PgCompatiblePool {
   connect(): Promise<PgCompatibleClient>;
   query(text: string, params?: unknown[]): Promise<{ rows: Row[] }>;
@@ -94,6 +95,10 @@ function track(client: PgCompatibleClient): PgCompatibleClient {
   return client;
 }
 
+/**
+ * A `DatabasePool` over a node-postgres-compatible pool and its Drizzle database: a poisoned client is
+ * released with its error, so the pool destroys it.
+ */
 export function wrapPgCompatiblePool(
   pool: PgCompatiblePool,
   db: Database,
