@@ -54,6 +54,7 @@ export interface MigrateResult {
   applied: string[];
 }
 
+/** How `migrate` waits for locks, and when it may apply a contract. */
 export interface MigrateOptions extends LockWaitOptions {
   /**
    * `lock_timeout` of each attempt at a statement that locks a table. Postgres queues every later query
