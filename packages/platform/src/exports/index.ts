@@ -8,6 +8,7 @@ export * from '../db/types.js';
 export * from '../http/error-body.js';
 export * from '../http/hono.js';
 export * from '../http/module.js';
+export type { TickRun } from '../jobs/tick.js';
 export * from '../metrics/registry.js';
 export * from '../util/config.js';
 export * from '../util/error-chain.js';

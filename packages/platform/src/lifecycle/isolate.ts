@@ -48,8 +48,9 @@ export interface ExecutionContextLike {
   waitUntil(promise: Promise<unknown>): void;
 }
 
-// Every isolate and cron invocation records its runs under one name: on Workers the cron trigger, not
-// an isolate, is what runs a tick, and isolates come and go between invocations.
+// Every isolate and cron invocation records its runs (heartbeats, tick health) under one name: on
+// Workers the cron trigger, not an isolate, is what runs a tick, and isolates come and go between
+// invocations. Leases are the runs' own: the tick runner gives each run a fresh owner under this name.
 const WORKER_INSTANCE = 'worker';
 
 /** Built once per isolate, at its first boot. */
@@ -205,7 +206,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       errors,
       app,
       shell,
-      runTick: createTickRunner(log, errors),
+      runTick: createTickRunner(log, errors, { instanceId: WORKER_INSTANCE }),
       episodes: new FailoverEpisodes(log),
       ticks,
       tickHealth,

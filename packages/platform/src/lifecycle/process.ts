@@ -295,6 +295,7 @@ export async function startProcess<C, E extends AppEnv>(
         });
         const tickResult = metrics?.tickResult;
         const runTick = createTickRunner(log, errors, {
+          instanceId: runtime.instanceId,
           telemetry,
           ...(tickResult ? { onResult: tickResult } : {}),
         });
