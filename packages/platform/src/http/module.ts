@@ -23,6 +23,12 @@ export type RequestScope = {
    */
   schedule(tick: string): void;
   /**
+   * Keeps `work` going after the answer is sent: the request's `waitUntil` on Workers (which may
+   * otherwise cancel it), awaited by shutdown before the database closes on Node and Bun. Every
+   * background promise of a route goes here; a rejection is logged.
+   */
+  waitUntil(work: Promise<unknown>): void;
+  /**
    * Runs `fn` on the request's database, and once more on a fresh pool when a failover poisoned the
    * first: for reads and idempotent writes. A second failure answers 503 database_unavailable.
    */

@@ -23,6 +23,7 @@ export interface ServedScope {
   probeDatabase: DatabaseHandle;
   writeProbe: WriteProbe;
   schedule(tick: string): void;
+  waitUntil(work: Promise<unknown>): void;
 }
 
 export type ShellEnv = { Bindings: ServedScope; Variables: RequestScope };
@@ -62,9 +63,12 @@ export function createShell<E extends AppEnv>(options: ShellOptions<E>): Hono<Sh
   shell.route('/', healthRoutes({ gate, writeProbe: (c) => scope(c).writeProbe }));
   if (options.internalEndpoints !== 'elsewhere') mountInternalEndpoints(shell, options);
   shell.use('*', async (c, next) => {
-    const { database, schedule } = c.env;
+    const { database, schedule, waitUntil } = c.env;
     c.set('database', database);
     c.set('schedule', schedule);
+    c.set('waitUntil', (work) =>
+      waitUntil(work.catch((err: unknown) => log.warn('background work of a request failed', { err }))),
+    );
     c.set('withDatabase', (fn) => withPoisonRetry(database, fn, { retry: true, source: 'request', log }));
     await next();
   });

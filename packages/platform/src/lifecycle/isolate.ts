@@ -322,6 +322,8 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     if (!iso) return notBooted(new URL(request.url).pathname);
     const inv = await invocation(iso, bindings);
     const background: Promise<unknown>[] = [];
+    // Once the answer is out, background work is handed to the runtime directly.
+    let answered = false;
     let monitor: TickMonitor | undefined;
     const scope: ServedScope = {
       database: inv.appDatabase,
@@ -333,6 +335,11 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
         monitor ??= tickMonitor(iso, inv.appDatabase);
         const target = { database: inv.appDatabase, monitor };
         background.push(followUps.schedule(tick.name, () => iso.runTick(tick.name, tick.run, target)));
+      },
+      // Settled before the request's database closes, so the work may still use it.
+      waitUntil: (work) => {
+        if (answered) ctx.waitUntil(work);
+        else background.push(work);
       },
     };
     try {
@@ -354,6 +361,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       }
       return await iso.shell.fetch(request, scope);
     } finally {
+      answered = true;
       ctx.waitUntil(
         Promise.allSettled(background)
           .then(() => monitor?.idle())
