@@ -189,4 +189,32 @@ describe('two Workers on one database', () => {
       await db.end();
     }
   }, 240_000);
+
+  it("keeps a disconnect's Xero call alive past the answer (waitUntil), however slow Xero is", async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    const handle = await openDatabase(url, log);
+    const { org, connectionId } = await connectedOrganization(
+      handle.db,
+      await testBox(),
+      sandbox,
+      'Disconnect Co',
+    );
+    await handle.close();
+    const mf = worker(url);
+    const before = sandbox.state.statsSnapshot().disconnections;
+    const res = await mf.dispatchFetch(`http://worker/api/connections/${connectionId}`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${org.apiKey}` },
+    });
+    expect(res.status).toBe(204);
+    // Answered before Xero was: the call to Xero outlives the request only through waitUntil.
+    expect(sandbox.state.statsSnapshot().disconnections).toBe(before);
+    const after = await until(
+      async () => sandbox.state.statsSnapshot().disconnections,
+      (n) => n > before,
+      10_000,
+    );
+    expect(after).toBe(before + 1);
+  });
 });
