@@ -22,6 +22,11 @@ export interface ServedScope {
   /** The probe's own handle (tick health and scrapes read through it). */
   probeDatabase: DatabaseHandle;
   writeProbe: WriteProbe;
+  /**
+   * For reads whose staleness is harmless (a query cache may answer them): a handle of its own where
+   * the runtime has one (a cached Hyperdrive binding beside an uncached one), else `database`.
+   */
+  cachedDatabase?(): Promise<DatabaseHandle>;
   schedule(tick: string): void;
   waitUntil(work: Promise<unknown>): void;
 }

@@ -1,9 +1,10 @@
 import type { Hono } from 'hono';
 import { asHyperdriveBinding } from '../db/drivers/hyperdrive-binding.js';
 import { FailoverEpisodes } from '../db/episode.js';
-import type { DatabaseHandle } from '../db/handle.js';
+import { DatabaseHandle } from '../db/handle.js';
 import { schemaState } from '../db/migrate.js';
 import { poisonReason } from '../db/poison.js';
+import type { DatabaseDriver } from '../db/types.js';
 import { errorBody } from '../http/error-body.js';
 import { ReadinessGate } from '../http/gate.js';
 import { isProbeMethod, LIVENESS_PATHS, liveResponse, methodNotAllowed } from '../http/health.js';
@@ -127,6 +128,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     const log = createLogger(config.logLevel, {}, undefined, poisonReason);
     const { database } = chosen;
     log.info('isolate database', { database: database.name });
+    for (const warning of database.warnings?.(bindings) ?? []) log.warn(warning, { database: database.name });
     if (database.name !== 'hyperdrive' && Object.values(bindings).some((b) => asHyperdriveBinding(b))) {
       log.warn('a Hyperdrive binding is bound, but this bundle reaches the database through DATABASE_URL', {
         database: database.name,
@@ -172,14 +174,16 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       internalEndpoints: internalServed ? 'here' : 'elsewhere',
       metrics: {
         token: telemetry.metricsToken,
-        render: (scope) => {
+        render: async (scope) => {
+          const appReads = (await scope.cachedDatabase?.()) ?? scope.database;
           // The gauges that mean something without a long-lived process, read through this request.
           const gauges = createGaugeRegistry((metric, err) =>
             log.warn('metrics collector failed', { metric, err }),
           );
           observeDatabase(gauges, scope.writeProbe, identity.metricPrefix);
+          // The app's gauges are the reads whose staleness is harmless: a query cache may answer them.
           app.metrics?.gauges?.(gauges, {
-            database: scope.database,
+            database: appReads,
             cache: scrapeCache,
             timeoutMs: config.probeTimeoutMs,
           });
@@ -322,6 +326,16 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     if (!iso) return notBooted(new URL(request.url).pathname);
     const inv = await invocation(iso, bindings);
     const background: Promise<unknown>[] = [];
+    // Built on first use (a scrape), closed with the request's own.
+    let cached: { handle: DatabaseHandle; driver: DatabaseDriver } | undefined;
+    const cachedDatabase = async () => {
+      if (cached) return cached.handle;
+      const driver = iso.database.createCachedDriver?.(iso.config, bindings, iso.log);
+      if (!driver) return inv.appDatabase;
+      cached = { handle: new DatabaseHandle(driver, 'app', iso.log, noTelemetry, iso.episodes), driver };
+      await driver.ready();
+      return cached.handle;
+    };
     // Once the answer is out, background work is handed to the runtime directly.
     let answered = false;
     let monitor: TickMonitor | undefined;
@@ -329,6 +343,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       database: inv.appDatabase,
       probeDatabase: inv.probeDatabase,
       writeProbe: inv.writeProbe,
+      cachedDatabase,
       schedule: (name) => {
         const tick = iso.app.ticks.find((t) => t.name === name);
         if (!tick) return;
@@ -366,6 +381,10 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
         Promise.allSettled(background)
           .then(() => monitor?.idle())
           .then(() => inv.close())
+          .then(async () => {
+            await cached?.handle.close();
+            await cached?.driver.close();
+          })
           .then(() => iso.errors.flush(2000)),
       );
     }
