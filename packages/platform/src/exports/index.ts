@@ -38,6 +38,7 @@ export type {
   ProcessAppModule,
   RequestScope,
 } from '../http/module.js';
+export type { TickRun } from '../jobs/tick.js';
 // Metrics: the registry an app's gauges and counters are declared on.
 export {
   type Collect,

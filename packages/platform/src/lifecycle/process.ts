@@ -140,6 +140,8 @@ export async function startProcess<C, E extends AppEnv>(
   let databases: Databases | undefined;
   let monitor: TickMonitor | undefined;
   let listener: Listener | undefined;
+  /** Work requests left running after their answer (c.var.waitUntil): shutdown awaits it. */
+  const background = new Set<Promise<unknown>>();
   let internalListener: Listener | undefined;
   let bootStep = 'prepare';
   let interruptedExitCode: number | undefined;
@@ -231,6 +233,11 @@ export async function startProcess<C, E extends AppEnv>(
       probeDatabase: dbs.probeDatabase,
       writeProbe: dbs.writeProbe,
       schedule: (tick) => loops.trigger(tick),
+      waitUntil: (work) => {
+        background.add(work);
+        const forget = () => background.delete(work);
+        work.then(forget, forget);
+      },
     };
     listener = await runtime.listen((request) => shell.fetch(request, scope), {
       port: config.port,
@@ -327,6 +334,7 @@ export async function startProcess<C, E extends AppEnv>(
         });
         const tickResult = metrics?.tickResult;
         const runTick = createTickRunner(log, errors, {
+          instanceId: runtime.instanceId,
           telemetry,
           ...(tickResult ? { onResult: tickResult } : {}),
         });
@@ -351,8 +359,11 @@ export async function startProcess<C, E extends AppEnv>(
       { name: 'drain delay', run: () => new Promise((done) => setTimeout(done, config.shutdownDelayMs)) },
       {
         name: 'drain http',
-        run: async (budget) =>
-          void (await Promise.all([listener?.close(budget), internalListener?.close(budget)])),
+        run: async (budget) => {
+          await Promise.all([listener?.close(budget), internalListener?.close(budget)]);
+          // What the requests left running (c.var.waitUntil) still needs the database.
+          while (background.size > 0) await Promise.allSettled([...background]);
+        },
       },
       { name: 'close database', run: closeDatabase },
       { name: 'flush error tracking', run: async () => void (await errors.flush(2000)) },
