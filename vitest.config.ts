@@ -7,7 +7,6 @@ import { configDefaults, defineConfig } from 'vitest/config';
 // - integration: the process, cluster and Worker suites, which start Postgres clusters, child
 //   servers, PgBouncer and workerd.
 const FAST = 'test/fast/**/*.test.ts';
-const EXAMPLES = 'examples/*/test/**/*.test.ts';
 // Fast files share their workers' modules (isolate: false): importing hono, drizzle, pg and xero-node
 // afresh for every file was most of the layer's time. A file that must see modules nobody else loaded
 // runs in fast-isolated: validation-messages pins zod/mini's wording with no other module loaded that
@@ -15,6 +14,8 @@ const EXAMPLES = 'examples/*/test/**/*.test.ts';
 const FAST_ISOLATED = ['test/fast/validation-messages.test.ts'];
 
 export default defineConfig({
+  // The platform from its sources, by the tsconfig's paths (what tsc, tsx, Bun and esbuild read too).
+  resolve: { tsconfigPaths: true },
   test: {
     // A 2-core machine: two files at a time, across both projects.
     maxWorkers: 2,
@@ -52,15 +53,9 @@ export default defineConfig({
           hookTimeout: 120_000,
         },
       },
-      {
-        // The example apps' own suites (examples/*/test): each boots its app on Node and in workerd.
-        test: {
-          name: 'example',
-          include: [EXAMPLES],
-          testTimeout: 60_000,
-          hookTimeout: 120_000,
-        },
-      },
+      // The example apps' own suites, by their own configs (examples/*/vitest.config.ts): each boots its
+      // app on Node and in workerd.
+      'examples/*',
     ],
   },
 });

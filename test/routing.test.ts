@@ -81,6 +81,7 @@ function apiFor(org: { id: string; name: string }) {
     c.set('organization', { id: org.id, name: org.name } as Organization);
     c.set('database', handle);
     c.set('schedule', () => {});
+    c.set('waitUntil', () => {});
     c.set('withDatabase', (fn) => fn(handle.db));
     await next();
   });
@@ -551,6 +552,7 @@ function apiForHandle(db: DatabaseHandle, org: { id: string; name: string }) {
     c.set('organization', { id: org.id, name: org.name } as Organization);
     c.set('database', db);
     c.set('schedule', () => {});
+    c.set('waitUntil', () => {});
     c.set('withDatabase', (fn) => fn(db.db));
     await next();
   });

@@ -77,6 +77,25 @@ describe('runTick', () => {
     expect(handle.generation).toBe(generation + 1);
   });
 
+  it('gives every run a lease owner of its own under the instance; the retry after a poison error keeps it', async () => {
+    const runTick = createTickRunner(log, errors, { instanceId: 'worker' });
+    const owners: string[] = [];
+    await runTick(
+      'owned',
+      async (db, run) => {
+        owners.push(run.owner);
+        if (owners.length === 1) await readOnlyWrite(db);
+      },
+      on(),
+    );
+    await runTick('owned', async (_db, run) => void owners.push(run.owner), on());
+    expect(owners).toHaveLength(3);
+    expect(owners[0]).toMatch(/^worker:[0-9a-f-]{36}$/);
+    expect(owners[1]).toBe(owners[0]);
+    expect(owners[2]).toMatch(/^worker:[0-9a-f-]{36}$/);
+    expect(owners[2]).not.toBe(owners[0]);
+  });
+
   it('logs `tick crashed` as a warning, unreported, when the retry meets the failover too', async () => {
     const runTick = createTickRunner(log, errors);
     const reported = captured.length;
@@ -233,7 +252,7 @@ describe('push tick', () => {
     expect(created(tenantId)).toBe(0);
   });
 
-  it('leaves a push leased by a live replica alone, and takes it over once the lease expires', async () => {
+  it('leaves a push leased by a live run alone (its own owner too), and takes it over once the lease expires', async () => {
     const { org, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Lease Co');
     const id = await queuePush(handle.db, org.id, 'k-lease');
     // As the crashed replica left it: claimed, and its send recorded as in doubt (claim.ts).
@@ -243,6 +262,14 @@ describe('push tick', () => {
     );
     await pushDueInvoices(handle.db, pushDeps());
     expect(await pushRow(url, id)).toMatchObject({ status: 'queued', lease_owner: 'crashed-replica' });
+    // An owner is one run: the same name does not take back a lease it holds.
+    await pushDueInvoices(handle.db, pushDeps({ owner: 'crashed-replica' }));
+    expect(await pushRow(url, id)).toMatchObject({
+      status: 'queued',
+      attempts: 1,
+      lease_owner: 'crashed-replica',
+    });
+    expect(created(tenantId)).toBe(0);
 
     await handle.db.execute(
       sql`UPDATE invoice_pushes SET lease_expires_at = now() - interval '1 second' WHERE id = ${id}`,
@@ -359,6 +386,23 @@ const expireSoon = (connectionId: string) =>
   );
 
 describe('token refresh tick', () => {
+  it('leaves a grant leased by a live run alone, its own owner too, until the lease expires', async () => {
+    const { connectionId, grantId } = await connectedOrganization(handle.db, box, sandbox, 'Leased Grant Co');
+    await expireSoon(connectionId);
+    await handle.db.execute(
+      sql`UPDATE xero_grants SET refresh_lease_owner = 'run-a', refresh_lease_expires_at = now() + interval '1 minute'
+          WHERE id = ${grantId}`,
+    );
+    await refreshExpiringTokens(handle.db, refreshDeps({ owner: 'run-a' }));
+    await refreshExpiringTokens(handle.db, refreshDeps({ owner: 'run-b' }));
+    expect(await connection(connectionId)).toMatchObject({ token_version: 1, refresh_lease_owner: 'run-a' });
+    await handle.db.execute(
+      sql`UPDATE xero_grants SET refresh_lease_expires_at = now() - interval '1 second' WHERE id = ${grantId}`,
+    );
+    await refreshExpiringTokens(handle.db, refreshDeps({ owner: 'run-b' }));
+    expect(await connection(connectionId)).toMatchObject({ token_version: 2, refresh_lease_owner: null });
+  });
+
   it('refreshes a token about to expire, and the new tokens work', async () => {
     const { org, connectionId, tenantId } = await connectedOrganization(
       handle.db,

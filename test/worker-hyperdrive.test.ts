@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chooseConnection } from '../src/app/connections/choose.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { pushStatus, terminateWaitingClaim } from './support/poisoned-claim.js';
@@ -49,6 +50,7 @@ function worker(
   hyperdrive: string | undefined,
   bindings: Record<string, string> = {},
   onLine?: (line: Record<string, unknown>) => void,
+  hyperdrives: Record<string, string> = hyperdrive ? { HYPERDRIVE: hyperdrive } : {},
 ): Miniflare {
   const mf = new Miniflare({
     ...workerJsonLines(onLine),
@@ -57,7 +59,9 @@ function worker(
     modulesRoot: outdir,
     compatibilityDate: wranglerSettings.compatibility_date,
     compatibilityFlags: wranglerSettings.compatibility_flags,
-    ...(hyperdrive ? { hyperdrives: { HYPERDRIVE: withPassword(hyperdrive) } } : {}),
+    hyperdrives: Object.fromEntries(
+      Object.entries(hyperdrives).map(([name, url]) => [name, withPassword(url)]),
+    ),
     bindings: {
       TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY,
       LOG_LEVEL: 'info',
@@ -95,13 +99,19 @@ async function migrated(): Promise<string> {
 }
 
 async function beats(url: string): Promise<number> {
+  return (
+    await query(
+      url,
+      `SELECT coalesce(sum(beats), 0)::int AS n FROM health_heartbeat WHERE instance_id = 'worker'`,
+    )
+  ).n as number;
+}
+
+async function query(url: string, text: string): Promise<Record<string, unknown>> {
   const db = new pg.Client(url);
   await db.connect();
   try {
-    const { rows } = await db.query(
-      `SELECT coalesce(sum(beats), 0)::int AS n FROM health_heartbeat WHERE instance_id = 'worker'`,
-    );
-    return rows[0].n as number;
+    return (await db.query(text)).rows[0];
   } finally {
     await db.end();
   }
@@ -246,5 +256,97 @@ describe('the Worker through a Hyperdrive binding, in workerd', () => {
     await db.end();
     expect(rows[0].status).toBe('pushed');
     expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(1);
+  });
+  it('takes the uncached binding for every deciding read; only the app gauges of /metrics take the cached one', async () => {
+    // HYPERDRIVE_UNCACHED leads to the database; HYPERDRIVE to a copy of it made before the invoices
+    // arrive: a cache's view, stale. Whatever a path reads through HYPERDRIVE, it reads from the copy.
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    let handle = await openDatabase(url, log);
+    const { org, connectionId } = await connectedOrganization(
+      handle.db,
+      await testBox(),
+      sandbox,
+      'Two Bindings Co',
+      {
+        accountCodes: null,
+        chosen: 'none',
+      },
+    );
+    await handle.close();
+    const name = new URL(url).pathname.slice(1);
+    await cluster.query(`CREATE DATABASE ${name}_cached TEMPLATE ${name}`);
+    const cachedUrl = cluster.url(`${name}_cached`);
+    // Only the database knows: the tenant chosen, and one invoice already waiting.
+    handle = await openDatabase(url, log);
+    await chooseConnection(handle.db, org.id, connectionId, true);
+    await queuePush(handle.db, org.id, 'waiting-1');
+    await handle.close();
+    const lines: Record<string, unknown>[] = [];
+    const mf = worker(url, { ...sandboxEnv(sandbox), ORG_MAX_PENDING_INVOICES: '2' }, (l) => lines.push(l), {
+      HYPERDRIVE: cachedUrl,
+      HYPERDRIVE_UNCACHED: url,
+    });
+    expect((await readyz(mf)).status).toBe(200);
+    const post = (key: string) =>
+      mf.dispatchFetch('http://worker/api/invoices', {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${org.apiKey}`,
+          'content-type': 'application/json',
+          'idempotency-key': key,
+        },
+        body: JSON.stringify({
+          contact: { name: 'Acme' },
+          date: '2026-12-01',
+          currency: 'NZD',
+          lineItems: [{ description: 'Widget', quantity: '1', unitAmount: '10.00' }],
+        }),
+      });
+    const get = (path: string) =>
+      mf.dispatchFetch(`http://worker${path}`, { headers: { authorization: `Bearer ${org.apiKey}` } });
+
+    // The chosen tenant (the copy has none chosen).
+    const created = await post('two-bindings-1');
+    expect(created.status).toBe(202);
+    const { id, status } = (await created.json()) as { id: string; status: string };
+    expect(status).toBe('queued');
+    // GET /api/invoices/{id} right after (the copy has no such invoice).
+    expect((await get(`/api/invoices/${id}`)).status).toBe(200);
+    // The idempotent replay (the copy has no such key).
+    const replay = await post('two-bindings-1');
+    expect(replay.status).toBe(200);
+    expect(((await replay.json()) as { id: string }).id).toBe(id);
+    // The quota: 2 pending in the database, none in the copy.
+    const over = await post('two-bindings-2');
+    expect(over.status).toBe(429);
+    expect(((await over.json()) as { error: { code: string } }).error.code).toBe('quota_exceeded');
+    // The probe writes through the uncached binding; the copy never sees a heartbeat.
+    expect(await beats(url)).toBeGreaterThanOrEqual(1);
+    expect(await beats(cachedUrl)).toBe(0);
+    // The app's gauges (queue depth) read the copy: the one path that takes the cached binding. The
+    // database holds 2 pushes (queued, or pushed by the run the POST started); the copy none.
+    const metrics = await (await mf.dispatchFetch('http://worker/metrics')).text();
+    const depth = [...metrics.matchAll(/^honest_health_queue_depth\{status="\w+"\} (\d+)$/gm)].map((m) =>
+      Number(m[1]),
+    );
+    expect(depth.length).toBeGreaterThan(0);
+    expect(depth.reduce((a, b) => a + b, 0)).toBe(0);
+    expect(await query(url, 'SELECT count(*)::int AS n FROM invoice_pushes')).toEqual({ n: 2 });
+    // Both bound: no warning about the cache.
+    expect(lines.some((l) => String(l.msg).startsWith('HYPERDRIVE_UNCACHED is not bound'))).toBe(false);
+    await cluster.query(`DROP DATABASE IF EXISTS ${name}_cached WITH (FORCE)`);
+  });
+
+  it('with HYPERDRIVE alone, everything goes through it, and the isolate warns that its caching must be off', async () => {
+    const url = await migrated();
+    const lines: Record<string, unknown>[] = [];
+    const mf = worker(url, {}, (l) => lines.push(l));
+    expect((await readyz(mf)).status).toBe(200);
+    await until(
+      async () => lines.find((l) => String(l.msg).startsWith('HYPERDRIVE_UNCACHED is not bound')),
+      (line) => line !== undefined,
+      5000,
+    );
   });
 });

@@ -162,6 +162,7 @@ describe('one grant with three tenants', () => {
       c.set('organization', { id: org.id, name: org.name } as Organization);
       c.set('database', handle);
       c.set('schedule', () => {});
+      c.set('waitUntil', () => {});
       c.set('withDatabase', (fn) => fn(handle.db));
       await next();
     });

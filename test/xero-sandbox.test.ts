@@ -229,7 +229,7 @@ describe('OAuth2 authorization code flow', () => {
 });
 
 describe('refresh tokens', () => {
-  it('rotate on every use; the previous one is good for 30 minutes (answering with the newest pair), then invalid_grant', async () => {
+  it('rotate on every use; the previous one is good for 30 minutes (each reuse a fresh pair: a forked chain), then invalid_grant', async () => {
     const session = await login();
     const first = await refresh(session.refresh_token);
     expect(first.status).toBe(200);
@@ -242,20 +242,22 @@ describe('refresh tokens', () => {
     const reuse = await refresh(session.refresh_token);
     expect(reuse.status).toBe(200);
     const reused = (await reuse.json()) as Tokens;
-    expect(reused.refresh_token).toBe(rotated.refresh_token);
-    expect(reused.access_token).toBe(rotated.access_token);
-    expect(reused.expires_in).toBe(60); // the same pair, one minute of its life left
+    expect(reused.refresh_token).not.toBe(rotated.refresh_token);
+    expect(reused.access_token).not.toBe(rotated.access_token);
+    expect(reused.expires_in).toBe(1800);
 
     await control('/clock', { advanceMs: 2 * MINUTE });
     const stale = await refresh(session.refresh_token);
     expect(stale.status).toBe(400);
     expect(await stale.json()).toEqual({ error: 'invalid_grant' });
 
-    // The newest token is unaffected and rotates as usual.
-    const next = await refresh(rotated.refresh_token);
-    expect(next.status).toBe(200);
-    expect(((await next.json()) as Tokens).refresh_token).not.toBe(rotated.refresh_token);
-    expect(await stats()).toMatchObject({ refreshGrants: 3, refreshReusedInGrace: 1, invalidGrants: 1 });
+    // Both branches of the fork stay live and rotate as usual.
+    for (const branch of [rotated.refresh_token, reused.refresh_token]) {
+      const next = await refresh(branch);
+      expect(next.status).toBe(200);
+      expect(((await next.json()) as Tokens).refresh_token).not.toBe(branch);
+    }
+    expect(await stats()).toMatchObject({ refreshGrants: 4, refreshReusedInGrace: 1, invalidGrants: 1 });
   });
 
   it('access tokens expire after 30 minutes; refresh tokens after 60 days unused; unknown ones are invalid_grant', async () => {
@@ -582,7 +584,7 @@ describe('faults', () => {
     expect(s).toMatchObject({ invoiceCalls: 2, idempotentReplays: 1, faultsFired: { drop: 1 } });
   });
 
-  it('a dropped refresh still rotates; retrying the old token inside the grace window recovers the new pair', async () => {
+  it('a dropped refresh still rotates; retrying the old token inside the grace window gets a fresh pair', async () => {
     const session = await login();
     await control('/faults', { target: 'token', kind: 'drop' });
     await expect(refresh(session.refresh_token)).rejects.toThrow(TypeError);
@@ -592,7 +594,8 @@ describe('faults', () => {
     expect(lost).not.toBe(session.refresh_token);
 
     const recovered = (await (await refresh(session.refresh_token)).json()) as Tokens;
-    expect(recovered.refresh_token).toBe(lost);
+    expect(recovered.refresh_token).not.toBe(lost);
+    expect(recovered.refresh_token).toBe(grant?.current.refreshToken);
     expect(await stats()).toMatchObject({ refreshGrants: 2, refreshReusedInGrace: 1 });
   });
 

@@ -106,6 +106,7 @@ async function connectionsOf(handle: DatabaseHandle, box: SecretBox, org: { id: 
     c.set('organization', { id: org.id, name: org.name } as Organization);
     c.set('database', handle);
     c.set('schedule', () => {});
+    c.set('waitUntil', () => {});
     c.set('withDatabase', (fn) => fn(handle.db));
     await next();
   });

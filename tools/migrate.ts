@@ -12,13 +12,14 @@ import { identity } from '../src/app/identity.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { runCli, UsageError } from './cli.js';
 
-const USAGE = 'usage: DATABASE_URL=postgres://... npm run db:migrate, or npm run db:migrate -- --local';
+const USAGE =
+  'usage: DATABASE_URL=postgres://... npm run db:migrate [-- --allow-contract], or npm run db:migrate -- --local';
 
 await runCli('db:migrate', USAGE, async () => {
   const { values } = parseArgs({
     args: process.argv.slice(2),
     strict: true,
-    options: { local: { type: 'boolean' } },
+    options: { local: { type: 'boolean' }, 'allow-contract': { type: 'boolean' } },
   });
   const config = loadConfig({
     ...process.env,
@@ -33,6 +34,11 @@ await runCli('db:migrate', USAGE, async () => {
   if (!local && values.local)
     throw new UsageError('--local is for the embedded database, but DATABASE_URL is set');
   const log = createLogger(config.logLevel, {}, undefined, poisonReason);
-  const result = await migrateAtDeploy(config, log, { databases: processDatabases, identity, migrations });
+  const result = await migrateAtDeploy(config, log, {
+    databases: processDatabases,
+    identity,
+    migrations,
+    allowContract: values['allow-contract'] === true,
+  });
   console.log(JSON.stringify(result));
 });

@@ -35,7 +35,7 @@ export const honestHealth: AppModule<AppConfig, AuthEnv> = {
  */
 export async function buildHonestHealth(
   config: AppConfig,
-  { lifecycle, instanceId, log, embedded }: AppContext,
+  { lifecycle, log, embedded }: AppContext,
   xeroFetch: typeof fetch = fetch,
   // Development mode says it in its own line, with the rest of what it set up.
   { announceDevelopmentKey = true } = {},
@@ -61,8 +61,6 @@ export async function buildHonestHealth(
   const box = await createSecretBox(tokenKey, config.previousTokenEncryptionKeys);
   const xero = createXeroClient(config.xero, xeroFetch);
   const apiKeys = new ApiKeyIndex();
-  // A lease holder is this replica plus a boot nonce: a restarted process never mistakes an old lease for its own.
-  const owner = lifecycle === 'isolate' ? instanceId : `${instanceId}:${crypto.randomUUID().slice(0, 8)}`;
   const app: AppInstance<AuthEnv> = {
     routes: appRoutes({
       apiKeys,
@@ -74,7 +72,7 @@ export async function buildHonestHealth(
       limits: config.limits,
     }),
     onError: (err, c) => answerAppError(err, c, log),
-    ticks: appTicks({ config, xero, box, owner, log }),
+    ticks: appTicks({ config, xero, box, log }),
     indexes: [{ name: 'api-key index', refreshMs: config.apiKeyRefreshMs, load: (db) => apiKeys.load(db) }],
     metrics: {
       gauges: (registry, context) => observeQueueDepth(registry, context),

@@ -1,4 +1,4 @@
-import type { AppTick, Logger } from '@honest-health/platform';
+import type { AppTick, Logger, TickRun } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
 import type { AppConfig } from './config.js';
 import { sweepExpiredFlows } from './connections/connect-links.js';
@@ -20,35 +20,35 @@ export interface TickSetup {
   config: AppConfig;
   xero: XeroClient;
   box: SecretBox;
-  owner: string;
   log: Logger;
 }
 
 /** The tick functions, ready to be run by a scheduler loop (Node, Bun) or a cron trigger (Workers). */
-export function createTicks({ config, xero, box, owner, log }: TickSetup) {
+export function createTicks({ config, xero, box, log }: TickSetup) {
   const tokens = new AccessTokenCache();
   const credentials = new CredentialsState();
   // A lease outlives the slowest push (its timeout) with room to spare; an expired one is fair game.
   const leaseMs = Math.max(60_000, config.xero.timeoutMs * 3);
   return {
-    [TICKS.push]: (db: Parameters<typeof pushDueInvoices>[0]) =>
+    // Each run leases under its own owner (the platform's), so overlapping runs never share a lease.
+    [TICKS.push]: (db: Parameters<typeof pushDueInvoices>[0], run: TickRun) =>
       pushDueInvoices(db, {
         xero,
         box,
         budget: config.xeroBudget,
         tokens,
-        owner,
+        owner: run.owner,
         maxAttempts: config.pushMaxAttempts,
         batchSize: config.pushBatchSize,
         leaseMs,
         backoff: config.backoff,
         log,
       }),
-    [TICKS.refresh]: (db: Parameters<typeof refreshExpiringTokens>[0]) =>
+    [TICKS.refresh]: (db: Parameters<typeof refreshExpiringTokens>[0], run: TickRun) =>
       refreshExpiringTokens(db, {
         xero,
         box,
-        owner,
+        owner: run.owner,
         refreshWithinMs: 10 * 60_000,
         // At least two ticks ahead: a push's grant is refreshed by a run before the push falls due.
         aheadMs: Math.max(10 * 60_000, 2 * config.tickIntervalMs),

@@ -2,8 +2,9 @@
 // - the platform (packages/platform/src/) imports nothing of this repository outside its package,
 //   statically or with import() (checked on the imports esbuild resolves);
 // - nothing outside the package reaches into it by a relative path, and the app, its entries, tools
-//   and benches name only the package's public entries (its `exports` but `./internal/*`, which is
-//   for this repository's tests); `import type` included, read from the source text;
+//   and benches name only the package's public entries (its `exports`; this repository's tests may
+//   also name `@honest-health/platform/internal/*`, a tsconfig path to its modules, no export);
+//   `import type` included, read from the source text;
 // - a runtime entry (src/runtime/node.ts, bun.ts, worker.ts) imports only the platform's public
 //   entries and src/app/module.ts: it wires the platform's adapter to the app module and holds nothing
 //   else (Node and Bun wire src/app/dev/sandbox.ts instead: the same module plus the development
@@ -24,6 +25,7 @@ import { describe, expect, it } from 'vitest';
 import {
   PLATFORM_PACKAGE as PACKAGE,
   publicEntries,
+  publicEntrySources,
   sourcesUnder,
   specifiers,
 } from '../support/import-scan.js';
@@ -36,7 +38,7 @@ const APP_MODULE = 'src/app/module.ts';
 const PLATFORM = 'packages/platform/src';
 // Where the app and what runs it live: none may name the package's internals.
 const APP_DIRS = ['src', 'tools', 'bench'];
-// Tests may also use `./internal/*`.
+// Tests may also use `@honest-health/platform/internal/*`.
 const TEST_DIRS = ['test'];
 const SELF = 'test/fast/boundaries.test.ts';
 const PROCESS_APP_MODULE = 'src/app/dev/sandbox.ts';
@@ -110,10 +112,13 @@ function intoPackageInternals(root: string, dirs: readonly string[], publicOnly:
 async function runtimeBeyondWiring(root: string, entries: string[]): Promise<string[]> {
   const imports = await importsFrom(root, entries);
   const platform = publicEntries(root);
+  // The root tsconfig's paths resolve the public entries to their sources.
+  const platformSources = publicEntrySources(root);
   const allowed = (i: Import) =>
     i.external
       ? platform.has(i.to)
-      : i.to === APP_MODULE ||
+      : platformSources.has(i.to) ||
+        i.to === APP_MODULE ||
         ((i.to === PROCESS_APP_MODULE || i.to === PROCESS_DATABASES) && PROCESS_ENTRIES.includes(i.from));
   return show(imports.filter((i) => entries.includes(i.from) && !allowed(i)));
 }

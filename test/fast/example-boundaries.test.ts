@@ -2,7 +2,8 @@
 // only its own files, Node's built-ins, the packages its package.json names, and of
 // @honest-health/platform only its public entries (the `exports` keys but `./internal/*`). Types
 // count: the specifiers are read from the source text, where `import type` is still there. Its tests
-// may also use this repository's test/support helpers and its dev tools (vitest, miniflare).
+// too: they run copied out of the repository (test/platform-tarball.test.ts), so they bring their own
+// support and declare their own dev tools.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -32,22 +33,19 @@ function beyondExample(root: string, example: string): string[] {
   const entries = publicEntries(root);
   const manifest = JSON.parse(readFileSync(join(root, example, 'package.json'), 'utf8'));
   const declared = new Set(Object.keys({ ...manifest.dependencies, ...manifest.devDependencies }));
-  const rootManifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
-  const devTools = new Set(Object.keys(rootManifest.devDependencies ?? {}));
   const found: string[] = [];
   for (const from of sourcesUnder(root, example, SCRIPTS)) {
-    const isTest = from.startsWith(`${example}/test/`);
     for (const spec of specifiers(readFileSync(join(root, from), 'utf8'))) {
       let allowed: boolean;
       if (spec.startsWith('.')) {
         const to = join(dirname(from), spec).replaceAll('\\', '/');
-        allowed = to.startsWith(`${example}/`) || (isTest && to.startsWith('test/support/'));
+        allowed = to.startsWith(`${example}/`);
       } else if (spec.startsWith('node:')) {
         allowed = true;
       } else if (packageName(spec) === PACKAGE) {
         allowed = entries.has(spec) && declared.has(PACKAGE);
       } else {
-        allowed = declared.has(packageName(spec)) || (isTest && devTools.has(packageName(spec)));
+        allowed = declared.has(packageName(spec));
       }
       if (!allowed) found.push(`${from} -> ${spec}`);
     }
@@ -105,6 +103,7 @@ describe('the examples stay apps of their own', () => {
       'examples/demo/src/support.ts': "import { until } from '../../../test/support/until.js';\n",
       'examples/demo/test/a.test.ts':
         "import { it } from 'vitest';\nimport { until } from '../../../test/support/until.js';\nimport { x } from '../src/x.js';\n",
+      'examples/demo/test/b.test.ts': "import { Miniflare } from 'miniflare';\n",
     };
     const root = mkdtempSync(join(tmpdir(), 'example-boundaries-'));
     try {
@@ -120,6 +119,9 @@ describe('the examples stay apps of their own', () => {
         'examples/demo/src/support.ts -> ../../../test/support/until.js',
         'examples/demo/src/the-app.ts -> ../../../src/app/module.js',
         'examples/demo/src/undeclared.ts -> pg',
+        'examples/demo/test/a.test.ts -> ../../../test/support/until.js',
+        'examples/demo/test/a.test.ts -> vitest',
+        'examples/demo/test/b.test.ts -> miniflare',
       ]);
     } finally {
       rmSync(root, { recursive: true, force: true });

@@ -25,6 +25,8 @@ const dir = join(root, 'drizzle');
 cpSync(join(repoRoot, 'drizzle'), dir, { recursive: true });
 // The schema copy imports drizzle-orm and the platform's schema by name, as the original does.
 symlinkSync(join(repoRoot, 'node_modules'), join(root, 'node_modules'), 'dir');
+// In the workspace the platform resolves to its sources through the root tsconfig's paths.
+writeFileSync(join(root, 'tsconfig.json'), JSON.stringify({ extends: join(repoRoot, 'tsconfig.json') }));
 let schema = readFileSync(join(repoRoot, 'src/app/schema.ts'), 'utf8');
 
 /** Edits the schema copy; the anchor must be there, so a change to the real schema shows up here. */

@@ -1,6 +1,7 @@
 // The platform is a package of its own (packages/platform): it type-checks with its own tsconfig from a
-// copy with no app beside it, and every entry of its `exports` map resolves, for TypeScript (from that
-// copy), for esbuild (what tools/build.mjs and wrangler bundle with) and for Vite (vitest); and its
+// copy with no app beside it; built there, every entry of its `exports` map resolves to its build for
+// TypeScript and esbuild; in this repository every entry resolves to its source (the root tsconfig's
+// paths) for esbuild (what tools/build.mjs and wrangler bundle with) and for Vite (vitest); and its
 // Node-only entries (/tools, /build) never reach a Worker bundle.
 import { execFileSync } from 'node:child_process';
 import {
@@ -16,22 +17,29 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { build } from 'esbuild';
+import { type BuildOptions, build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot } from '../support/server.js';
 
 const NAME = '@honest-health/platform';
 const PACKAGE_DIR = join(repoRoot, 'packages/platform');
+type Target = { types: string; default: string };
 const manifest = JSON.parse(readFileSync(join(PACKAGE_DIR, 'package.json'), 'utf8')) as {
-  exports: Record<string, string>;
+  exports: Record<string, Target | string>;
   dependencies: Record<string, string>;
   peerDependencies: Record<string, string>;
 };
-// Entries with a fixed name; `./internal/*` is a pattern, for this repository's tests.
 const entries = Object.entries(manifest.exports).filter(
-  ([key]) => !key.includes('*') && key !== './package.json',
+  (entry): entry is [string, Target] => entry[0] !== './package.json',
 );
 const specifier = (key: string) => (key === '.' ? NAME : `${NAME}${key.slice(1)}`);
+/** The file an entry's build is made from (relative to the package): itself for the JavaScript one. */
+const sourceOf = (target: Target) =>
+  target.default
+    .replace(/^\.\/dist\//, 'src/')
+    .replace(/\.js$/, '.ts')
+    .replace(/^\.\//, '');
+const sourceOfKey = (key: string) => join(PACKAGE_DIR, sourceOf(manifest.exports[key] as Target));
 const tsc = join(repoRoot, 'node_modules/.bin/tsc');
 
 let dir: string;
@@ -49,6 +57,22 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/** The files esbuild reaches from `options`, the package's dependencies external. */
+async function bundledInputs(options: Pick<BuildOptions, 'stdin' | 'entryPoints' | 'absWorkingDir'>) {
+  const deps = Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies });
+  const { metafile } = await build({
+    ...options,
+    bundle: true,
+    write: false,
+    metafile: true,
+    platform: 'node',
+    format: 'esm',
+    external: [...deps, ...deps.map((d) => `${d}/*`), 'cloudflare:*'],
+    logLevel: 'silent',
+  });
+  return Object.keys(metafile.inputs);
+}
+
 const typeCheck = (project: string) => {
   try {
     execFileSync(tsc, ['-p', project], { encoding: 'utf8', stdio: 'pipe' });
@@ -64,7 +88,10 @@ describe('the platform package', () => {
     expect(typeCheck(join(dir, 'platform'))).toBe('');
   });
 
-  it('names a file that exists for every entry of its exports map', () => {
+  it('names no internals, and for every entry its build in dist/ (or a JavaScript source) and types', () => {
+    expect(
+      Object.keys(manifest.exports).filter((key) => key.includes('internal') || key.includes('*')),
+    ).toEqual([]);
     expect(entries.map(([key]) => key)).toEqual(
       expect.arrayContaining([
         '.',
@@ -77,10 +104,32 @@ describe('the platform package', () => {
         './build',
       ]),
     );
-    for (const [, target] of entries) expect(existsSync(join(PACKAGE_DIR, target)), target).toBe(true);
+    for (const [key, target] of entries) {
+      expect(Object.keys(target), key).toEqual(['types', 'default']);
+      if (target.default.endsWith('.mjs')) {
+        expect(existsSync(join(PACKAGE_DIR, target.default)), key).toBe(true);
+        expect(existsSync(join(PACKAGE_DIR, target.types)), key).toBe(true);
+      } else {
+        expect(target.default, key).toMatch(/^\.\/dist\/exports\/.*\.js$/);
+        expect(target.types, key).toBe(target.default.replace(/\.js$/, '.d.ts'));
+        expect(existsSync(join(PACKAGE_DIR, sourceOf(target))), key).toBe(true);
+      }
+    }
   });
 
-  it('resolves every entry by name for TypeScript, in a consumer of the copy', () => {
+  it("is resolved to its sources in this repository by the root tsconfig's paths, entry for entry", () => {
+    const { compilerOptions } = JSON.parse(
+      readFileSync(join(repoRoot, 'tsconfig.json'), 'utf8').replace(/^\s*\/\/.*$/gm, ''),
+    ) as { compilerOptions: { paths: Record<string, string[]> } };
+    const paths = Object.entries(compilerOptions.paths).filter(([name]) => !name.includes('*'));
+    const built = entries.filter(([, target]) => target.default.startsWith('./dist/'));
+    expect(paths.sort()).toEqual(
+      built.map(([key, target]) => [specifier(key), [`./packages/platform/${sourceOf(target)}`]]).sort(),
+    );
+  });
+
+  it('built, resolves every entry by name to its build for TypeScript and esbuild, in a consumer of the copy', async () => {
+    execFileSync(tsc, ['-p', join(dir, 'platform/tsconfig.build.json')], { encoding: 'utf8', stdio: 'pipe' });
     const consumer = join(dir, 'consumer');
     mkdirSync(consumer);
     const imports = entries.map(([key], i) => `import * as e${i} from '${specifier(key)}';\nvoid e${i};\n`);
@@ -90,11 +139,15 @@ describe('the platform package', () => {
     );
     writeFileSync(join(consumer, 'tsconfig.json'), JSON.stringify({ ...base, include: ['index.ts'] }));
     expect(typeCheck(consumer)).toBe('');
+    // No source of the package is left to resolve to: the declarations stand alone.
+    expect(existsSync(join(dir, 'platform/dist/exports/index.d.ts'))).toBe(true);
+
+    const inputs = await bundledInputs({ entryPoints: [join(consumer, 'index.ts')], absWorkingDir: dir });
+    for (const [, target] of entries) expect(inputs).toContain(join('platform', target.default));
   });
 
-  it('resolves every entry by name for esbuild (the Node build and wrangler)', async () => {
-    const deps = Object.keys({ ...manifest.dependencies, ...manifest.peerDependencies });
-    const { metafile } = await build({
+  it('resolves every entry by name to its source for esbuild (the Node build and wrangler)', async () => {
+    const inputs = await bundledInputs({
       stdin: {
         contents: entries
           .map(([key]) => `export * as e${key.replace(/\W/g, '_')} from '${specifier(key)}';`)
@@ -102,16 +155,8 @@ describe('the platform package', () => {
         resolveDir: repoRoot,
         loader: 'ts',
       },
-      bundle: true,
-      write: false,
-      metafile: true,
-      platform: 'node',
-      format: 'esm',
-      external: [...deps, ...deps.map((d) => `${d}/*`), 'cloudflare:*'],
-      logLevel: 'silent',
     });
-    const inputs = Object.keys(metafile.inputs);
-    for (const [, target] of entries) expect(inputs).toContain(join('packages/platform', target));
+    for (const [, target] of entries) expect(inputs).toContain(join('packages/platform', sourceOf(target)));
   });
 
   it('keeps its Node-only entries (/tools, /build) out of every Worker bundle', async () => {
@@ -140,10 +185,7 @@ describe('the platform package', () => {
       'packages/platform/src/db/deploy-migrate.ts',
     ];
     // The check sees them where they are imported.
-    const tools = await inputsOf([
-      join(PACKAGE_DIR, manifest.exports['./tools'] as string),
-      join(PACKAGE_DIR, manifest.exports['./build'] as string),
-    ]);
+    const tools = await inputsOf([sourceOfKey('./tools'), sourceOfKey('./build')]);
     expect(tools).toEqual(expect.arrayContaining(nodeOnly));
     const workers = await inputsOf([
       'src/runtime/worker.ts',

@@ -93,7 +93,7 @@ describe('push retention', () => {
       const config = loadAppConfig({ TOKEN_ENCRYPTION_KEY: TEST_TOKEN_KEY, ...env });
       const box = await createSecretBox(TEST_TOKEN_KEY);
       const log = createLogger('error');
-      return appTicks({ config, xero: {} as XeroClient, box, owner: 'test', log }).map((t) => t.name);
+      return appTicks({ config, xero: {} as XeroClient, box, log }).map((t) => t.name);
     };
     expect(await setup({})).not.toContain(TICKS.prune);
     expect(await setup({ PUSH_RETENTION_DAYS: '30' })).toContain(TICKS.prune);

@@ -35,12 +35,37 @@ export function specifiers(text: string): string[] {
   return SPECIFIERS.flatMap((re) => [...code.matchAll(re)].map((m) => m[1] as string));
 }
 
+type ExportTarget = string | { default: string };
+
+const platformExports = (root: string): [string, ExportTarget][] =>
+  Object.entries(
+    JSON.parse(readFileSync(join(root, 'packages/platform/package.json'), 'utf8')).exports as Record<
+      string,
+      ExportTarget
+    >,
+  ).filter(([key]) => !key.includes('*'));
+
 /** The platform's public entries, by the names an app imports them under (its `exports` but patterns). */
 export function publicEntries(root: string): Set<string> {
-  const manifest = JSON.parse(readFileSync(join(root, 'packages/platform/package.json'), 'utf8'));
   return new Set(
-    Object.keys(manifest.exports as Record<string, string>)
-      .filter((key) => !key.includes('*'))
-      .map((key) => (key === '.' ? PLATFORM_PACKAGE : `${PLATFORM_PACKAGE}${key.slice(1)}`)),
+    platformExports(root).map(([key]) =>
+      key === '.' ? PLATFORM_PACKAGE : `${PLATFORM_PACKAGE}${key.slice(1)}`,
+    ),
+  );
+}
+
+/**
+ * The sources (relative to the root) the public entries are built from: where a bundler that reads the
+ * root tsconfig's paths resolves them in this repository, instead of the built dist/ an install gets.
+ */
+export function publicEntrySources(root: string): Set<string> {
+  return new Set(
+    platformExports(root).map(([, target]) => {
+      const built = typeof target === 'string' ? target : target.default;
+      return `packages/platform/${built
+        .replace(/^\.\/dist\//, 'src/')
+        .replace(/\.js$/, '.ts')
+        .replace(/^\.\//, '')}`;
+    }),
   );
 }

@@ -27,6 +27,8 @@ export interface InProcessApp {
   behind(gate: ReadinessGate): (path: string, init?: RequestInit) => Promise<Response>;
   /** Ticks the requests asked to run soon (scope.schedule), in order. */
   scheduled: string[];
+  /** Resolves when the work requests left running (scope.waitUntil) has settled. */
+  background(): Promise<void>;
   /** Every log line, parsed. */
   lines: Record<string, unknown>[];
   /** Reloads the app's indexes (the API-key index), as the refresh loop does. */
@@ -77,11 +79,13 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
 
   const ticks = app.ticks.map(({ name, intervalMs }) => ({ name, intervalMs }));
   const scheduled: string[] = [];
+  const background: Promise<unknown>[] = [];
   const scope: ServedScope = {
     database,
     probeDatabase,
     writeProbe,
     schedule: (tick) => void scheduled.push(tick),
+    waitUntil: (work) => void background.push(work),
   };
   const behind = (gate: ReadinessGate) => {
     const shell = createShell({
@@ -111,9 +115,11 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
     database,
     gate,
     scheduled,
+    background: async () => void (await Promise.allSettled(background)),
     lines,
     reloadIndexes,
     close: async () => {
+      await Promise.allSettled(background);
       await databases.close();
       data?.remove();
     },

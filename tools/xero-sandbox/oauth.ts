@@ -56,7 +56,7 @@ export interface Grant {
   createdAt: number;
   revokedAt: number | null;
   connections: Map<string, Connection>;
-  /** The newest token pair; what a grace-window reuse of an older refresh token answers with. */
+  /** The newest token pair issued (a grace-window reuse issues one too, forking the chain). */
   current: TokenPair;
 }
 
@@ -221,8 +221,15 @@ export class IdentityModel {
       record.supersededAt = now;
       return { ok: true, grant, pair: this.#issuePair(grant, now), reused: false };
     }
+    // Inside the grace window a reuse is a refresh like any other: a fresh pair, so two redemptions
+    // of one token fork the chain (both new refresh tokens live). developer.xero.com/faq/oauth2: "If
+    // you don't receive a response from a token refresh you can retry using your existing refresh
+    // token for up to 30 minutes"; Xero's official reply in community.xero.com/developer/discussion/
+    // 105714701: "If you perform a token refresh successfully you get a new refresh token with the new
+    // access token"; its community manager in discussion/127920775: within the grace period "the same
+    // token can be used as many times as needed". None of them says a reuse answers with an old pair.
     if (now < record.supersededAt + REFRESH_GRACE_MS)
-      return { ok: true, grant, pair: grant.current, reused: true };
+      return { ok: true, grant, pair: this.#issuePair(grant, now), reused: true };
     return { ok: false, reason: 'refresh token already rotated and its 30-minute grace period is over' };
   }
 

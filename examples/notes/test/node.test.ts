@@ -4,10 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshDatabase } from '../../../test/support/databases.js';
-import { type Cluster, startCluster } from '../../../test/support/postgres.js';
-import { type ServerProcess, spawnServer } from '../../../test/support/server.js';
-import { until } from '../../../test/support/until.js';
+import { type Cluster, freshDatabase, startCluster } from './postgres.js';
+import { type ServerProcess, spawnServer, until } from './server.js';
 import { beats, exampleRoot, type Note, postNote, query, tsx } from './support.js';
 
 // The example's Node entry as a child process: from its TypeScript as `npm run dev` runs it, on the
@@ -21,7 +19,7 @@ function start(cwd: string, env: Record<string, string> = {}, built = false): Pr
   return spawnServer({
     ...(built
       ? { command: process.execPath, args: ['--enable-source-maps', join(exampleRoot, 'dist/node.js')] }
-      : { command: tsx, args: [join(exampleRoot, 'src/node.ts')] }),
+      : tsx(join(exampleRoot, 'src/node.ts'))),
     cwd,
     // The tick runs when a note is posted; its interval only matters for tick health here.
     env: { COUNT_WORDS_INTERVAL_MS: '60000', FLY_MACHINE_ID: 'notes-test', ...env },
@@ -44,9 +42,8 @@ afterAll(async () => {
 
 describe('the notes example migrations', () => {
   it('src/migrations.gen.ts is the bundle of drizzle/', () => {
-    const out = execFileSync(tsx, [join(exampleRoot, 'scripts/bundle-migrations.ts'), '--check'], {
-      encoding: 'utf8',
-    });
+    const { command, args } = tsx(join(exampleRoot, 'scripts/bundle-migrations.ts'), '--check');
+    const out = execFileSync(command, args, { encoding: 'utf8' });
     expect(out).toContain('up to date (1 migrations)');
   });
 });

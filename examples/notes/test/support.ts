@@ -1,11 +1,35 @@
-// What the notes example's suites share: where the example lives and how to run its TypeScript.
+// What the notes example's suites share: where the example lives and how to run its TypeScript. The
+// example's tests need nothing of the repository around it (test/postgres.ts, test/server.ts): copied
+// out with the platform installed from its tarball, `npm test` runs them as they are.
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 
 export const exampleRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
-/** tsx from the workspace root: the platform's exports are TypeScript sources, as the example's are. */
-export const tsx = join(exampleRoot, '../../node_modules/.bin/tsx');
+
+const require = createRequire(import.meta.url);
+const tsxManifest = require.resolve('tsx/package.json');
+const tsxCli = join(dirname(tsxManifest), JSON.parse(readFileSync(tsxManifest, 'utf8')).bin as string);
+
+/** The nearest tsconfig.json at or above `dir`. */
+function tsconfigAbove(dir: string): string | undefined {
+  for (let at = dir; ; at = dirname(at)) {
+    if (existsSync(join(at, 'tsconfig.json'))) return join(at, 'tsconfig.json');
+    if (dirname(at) === at) return undefined;
+  }
+}
+// tsx reads the tsconfig.json of its working directory, and the servers here run in temporary ones: it
+// is named. In the repository that is the workspace's, whose paths lead the platform to its sources;
+// copied out there is none, and the platform is its installed build.
+const tsconfig = tsconfigAbove(exampleRoot);
+
+/** A TypeScript file run by tsx, on this Node: the command and its arguments. */
+export const tsx = (file: string, ...args: string[]): { command: string; args: string[] } => ({
+  command: process.execPath,
+  args: [tsxCli, ...(tsconfig ? ['--tsconfig', tsconfig] : []), file, ...args],
+});
 
 export interface Note {
   id: string;

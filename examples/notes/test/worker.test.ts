@@ -5,8 +5,7 @@ import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
 import { parse } from 'smol-toml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshDatabase } from '../../../test/support/databases.js';
-import { type Cluster, startCluster } from '../../../test/support/postgres.js';
+import { type Cluster, freshDatabase, startCluster } from './postgres.js';
 import { beats, exampleRoot, type Note, query, tsx } from './support.js';
 
 // The example's Worker (src/worker.ts) as wrangler bundles it from the example's own wrangler.toml, in
@@ -57,7 +56,8 @@ function worker(url: string): Miniflare {
 }
 
 function migrate(url: string): string {
-  return execFileSync(tsx, ['scripts/migrate.ts'], {
+  const { command, args } = tsx('scripts/migrate.ts');
+  return execFileSync(command, args, {
     cwd: exampleRoot,
     env: { PATH: process.env.PATH, DATABASE_URL: url, LOG_LEVEL: 'warn' },
     encoding: 'utf8',

@@ -6,15 +6,12 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { Database } from '@honest-health/platform';
 import { createLogger, isPoisoned } from '@honest-health/platform';
 import { type PgCompatiblePool, wrapPgCompatiblePool } from '@honest-health/platform/drivers/pg';
-import {
-  closeIdleClients,
-  poolInternals,
-} from '@honest-health/platform/internal/db/drivers/pg-pool-internals';
-import { loadDefaultMetric } from '@honest-health/platform/internal/metrics/default-metrics';
 import { Pool as NeonPool } from '@neondatabase/serverless';
 import pg from 'pg';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { closeIdleClients, poolInternals } from '../src/db/drivers/pg-pool-internals.js';
+import { loadDefaultMetric } from '../src/metrics/default-metrics.js';
 
 const quiet = createLogger('error', {}, () => {});
 

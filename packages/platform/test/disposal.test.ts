@@ -2,14 +2,9 @@
 // had, each read from the value (no parsing back). Pure: no database.
 
 import type { Labels, MetricsRegistry } from '@honest-health/platform';
-import {
-  type DisposalCause,
-  describeDisposal,
-  describeWork,
-  PROBE_READ_ONLY,
-} from '@honest-health/platform/internal/db/disposal';
-import { platformMetrics } from '@honest-health/platform/internal/metrics/platform-metrics';
 import { describe, expect, it } from 'vitest';
+import { type DisposalCause, describeDisposal, describeWork, PROBE_READ_ONLY } from '../src/db/disposal.js';
+import { platformMetrics } from '../src/metrics/platform-metrics.js';
 
 // Records what the platform counts, by metric name and label set.
 function recordingRegistry() {

@@ -2,8 +2,8 @@
 // summary. (test/failover-episodes.test.ts proves the same against real databases.)
 
 import { createLogger } from '@honest-health/platform';
-import { FailoverEpisodes } from '@honest-health/platform/internal/db/episode';
 import { describe, expect, it } from 'vitest';
+import { FailoverEpisodes } from '../src/db/episode.js';
 
 function setup() {
   let now = 1_000_000;

@@ -1,5 +1,5 @@
-import { FollowUpRuns } from '@honest-health/platform/internal/lifecycle/follow-up-runs';
 import { describe, expect, it } from 'vitest';
+import { FollowUpRuns } from '../src/lifecycle/follow-up-runs.js';
 
 /** A run that stays in flight until released. */
 function gate() {

@@ -1,8 +1,8 @@
 // The readiness gate (packages/platform/src/http/gate.ts): closed while booting, open once, and closed for good
 // once shutdown begins, whatever a late boot step does.
 
-import { ReadinessGate } from '@honest-health/platform/internal/http/gate';
 import { describe, expect, it } from 'vitest';
+import { ReadinessGate } from '../src/http/gate.js';
 
 describe('readiness gate', () => {
   it('is closed while booting and opens once', () => {

@@ -2,9 +2,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from '@honest-health/platform';
-import { loadHttpConfig } from '@honest-health/platform/internal/http/config';
-import { connectionCap, descriptorLimit } from '@honest-health/platform/internal/http/connection-cap';
 import { describe, expect, it } from 'vitest';
+import { loadHttpConfig } from '../src/http/config.js';
+import { connectionCap, descriptorLimit } from '../src/http/connection-cap.js';
 
 describe('HTTP limits configuration', () => {
   it('has deliberate defaults', () => {

@@ -32,8 +32,29 @@ describe('the Hyperdrive isolate database', () => {
       'hyperdrive',
     );
     expect(() => hyperdriveIsolateDatabase().createDriver(config, {}, log)).toThrow(
-      /HYPERDRIVE Hyperdrive binding is missing/,
+      /HYPERDRIVE_UNCACHED \(or HYPERDRIVE\) Hyperdrive binding is missing/,
     );
+  });
+
+  it('takes the uncached binding for everything that decides, the cached one only for harmless reads', () => {
+    const uncached = { connectionString: 'postgres://u:secret-pw@hyperdrive-uncached.local:5432/app' };
+    const hyperdrive = hyperdriveIsolateDatabase();
+    const both = { HYPERDRIVE: binding, HYPERDRIVE_UNCACHED: uncached };
+    expect(hyperdrive.detect(both)?.overrides?.DATABASE_URL).toBe(uncached.connectionString);
+    expect(hyperdrive.detect({ HYPERDRIVE_UNCACHED: uncached })?.overrides?.DATABASE_URL).toBe(
+      uncached.connectionString,
+    );
+    const config = loadConfig({ DATABASE_DRIVER: 'pg', DATABASE_URL: uncached.connectionString });
+    expect(hyperdrive.createCachedDriver?.(config, both, log)?.name).toBe('hyperdrive');
+    expect(hyperdrive.warnings?.(both)).toEqual([]);
+    // One binding: no cached driver (its reads take the one binding), and a warning that names it.
+    expect(hyperdrive.createCachedDriver?.(config, { HYPERDRIVE: binding }, log)).toBeUndefined();
+    expect(hyperdrive.createCachedDriver?.(config, { HYPERDRIVE_UNCACHED: uncached }, log)).toBeUndefined();
+    expect(hyperdrive.warnings?.({ HYPERDRIVE: binding })).toEqual([
+      expect.stringMatching(
+        /^HYPERDRIVE_UNCACHED is not bound: every read, deciding ones too, goes through HYPERDRIVE/,
+      ),
+    ]);
   });
 });
 

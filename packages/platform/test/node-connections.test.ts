@@ -4,8 +4,8 @@
 import { createServer, type Server } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { createLogger } from '@honest-health/platform';
-import { guardConnections } from '@honest-health/platform/internal/http/node-connections';
 import { afterEach, describe, expect, it } from 'vitest';
+import { guardConnections } from '../src/http/node-connections.js';
 
 const log = createLogger('error', {}, () => {});
 const servers: Server[] = [];

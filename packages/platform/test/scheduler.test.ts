@@ -1,6 +1,6 @@
 import { createLogger } from '@honest-health/platform';
-import { Scheduler } from '@honest-health/platform/internal/jobs/scheduler';
 import { describe, expect, it } from 'vitest';
+import { Scheduler } from '../src/jobs/scheduler.js';
 
 const quiet = createLogger('error', {}, () => {});
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

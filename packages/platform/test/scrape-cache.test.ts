@@ -1,7 +1,7 @@
 // The cache of database readings that scrapes share (packages/platform/src/metrics/scrape-cache.ts).
 
-import { createScrapeCache } from '@honest-health/platform/internal/metrics/scrape-cache';
 import { describe, expect, it } from 'vitest';
+import { createScrapeCache } from '../src/metrics/scrape-cache.js';
 
 describe('scrape cache', () => {
   it('runs one read for concurrent scrapes, reuses it within the window, and reads again after', async () => {

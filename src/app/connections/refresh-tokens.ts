@@ -10,6 +10,7 @@ import { tokenContext } from './grants.js';
 export interface RefreshTickDeps {
   xero: XeroClient;
   box: SecretBox;
+  /** This run's lease owner (TickRun.owner): no other run shares it. */
   owner: string;
   /** Refresh access tokens that expire within this window (Xero's last 30 minutes)... */
   refreshWithinMs: number;
@@ -131,11 +132,9 @@ export function dueGrantsQuery(db: Database, deps: RefreshTickDeps) {
           eq(xeroGrants.status, 'active'),
           or(forPush, keepAlive),
           or(isNull(xeroGrants.refreshRetryAt), lt(xeroGrants.refreshRetryAt, sql`now()`)),
-          or(
-            isNull(xeroGrants.refreshLeaseExpiresAt),
-            lt(xeroGrants.refreshLeaseExpiresAt, sql`now()`),
-            eq(xeroGrants.refreshLeaseOwner, deps.owner),
-          ),
+          // No live lease, this run's owner's included: an owner is one run, so a lease it holds is
+          // one it is still using, and a crashed run's lease comes back by expiry only.
+          or(isNull(xeroGrants.refreshLeaseExpiresAt), lt(xeroGrants.refreshLeaseExpiresAt, sql`now()`)),
         ),
       )
       // Pushes first: a backlog of keep-alives (every grant the migration stamped at once) never delays one.
@@ -156,8 +155,8 @@ const MAX_REASON = 200;
  * grant one of the next run's, ahead of every keep-alive. The claim (one statement) reserves a batch.
  * Then, one grant after another, the lease is taken anew right before Xero is called (a
  * compare-and-set on this owner and the token version, recording which version is being refreshed), so
- * the lease covers the whole call however long the batch has run; a grant whose lease another replica took meanwhile is
- * skipped. No two replicas redeem one refresh token. The save is a compare-and-set on token_version,
+ * the lease covers the whole call however long the batch has run; a grant whose lease another run took meanwhile is
+ * skipped. No two runs redeem one refresh token. The save is a compare-and-set on token_version,
  * so an older token never overwrites a newer one. If Xero's answer is lost or the save fails (a
  * failover between the two), the retry sends the same old refresh token, which Xero still accepts for
  * 30 minutes (docs/xero.md#tokens).

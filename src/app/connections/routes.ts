@@ -114,8 +114,9 @@ export function connectionRoutes({ xero, box, log, pushTick }: ConnectionRoutesD
       return { ...row, lastOfGrant: lastOfGrant.length > 0 };
     });
     if (!removed) throw notFound();
-    // Xero is told after our rows are gone (we stop pushing at once, whatever Xero answers); best effort.
-    void tellXero(removed).catch((err: unknown) => log.warn('xero disconnect failed', { err }));
+    // Xero is told after our rows are gone (we stop pushing at once, whatever Xero answers); best
+    // effort, off the answer, and kept alive past it (on Workers an unregistered promise may be cancelled).
+    c.var.waitUntil(tellXero(removed).catch((err: unknown) => log.warn('xero disconnect failed', { err })));
     return c.body(null, 204);
   });
 

@@ -82,14 +82,17 @@ export interface SendRecord {
   resendWithinMs: number;
 }
 
-/** A due push this owner may take. Literal status list: it must match the partial indexes' predicate. */
-const due = (owner: string) => sql`p.status IN ('queued', 'failed') AND p.next_attempt_at <= now()
-  AND (p.lease_expires_at IS NULL OR p.lease_expires_at < now() OR p.lease_owner = ${owner})`;
+/**
+ * A due push no live run holds: not even this owner's own lease is taken back (an owner is one run;
+ * its leases come back by expiry). Literal status list: it must match the partial indexes' predicate.
+ */
+const due = () => sql`p.status IN ('queued', 'failed') AND p.next_attempt_at <= now()
+  AND (p.lease_expires_at IS NULL OR p.lease_expires_at < now())`;
 
 /** The same for one tenant's pushes, read in (connection_id, next_attempt_at) order (ofConnection). */
-const dueFor = (owner: string, tenant: SQL) => sql`p.status IN ('queued', 'failed')
+const dueFor = (tenant: SQL) => sql`p.status IN ('queued', 'failed')
   AND ${ofConnection(tenant)} AND p.next_attempt_at <= now()
-  AND (p.lease_expires_at IS NULL OR p.lease_expires_at < now() OR p.lease_owner = ${owner})`;
+  AND (p.lease_expires_at IS NULL OR p.lease_expires_at < now())`;
 
 const sendable = sql`c.status = 'active' AND g.status = 'active'
   AND g.access_token_enc IS NOT NULL AND g.access_expires_at > now() + interval '5 seconds'`;
@@ -223,7 +226,7 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
         SELECT w.i + 1, w.upto + x.n, x.id, x.n
         FROM walk w CROSS JOIN queue q CROSS JOIN total CROSS JOIN LATERAL (
           SELECT c.id, greatest(0, least(total.n - w.upto,
-                   (SELECT count(*) FROM (SELECT 1 FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`c.id`)}
+                   (SELECT count(*) FROM (SELECT 1 FROM invoice_pushes p WHERE ${dueFor(sql`c.id`)}
                                           ORDER BY p.connection_id, p.next_attempt_at LIMIT ${b.concurrent}) d)::int,
                    ${room(b)}))::int AS n
           FROM xero_connections c CROSS JOIN stamp WHERE c.id = q.ids[w.i + 1]) x
@@ -249,17 +252,17 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
         SELECT p.* FROM granted gr CROSS JOIN LATERAL (
           SELECT p.id, p.xero_in_doubt, p.xero_key_sent_at,
                  (${recordsSend(o.sends)}) AS marked
-          FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`gr.id`)}
+          FROM invoice_pushes p WHERE ${dueFor(sql`gr.id`)}
           ORDER BY p.connection_id, p.next_attempt_at LIMIT gr.n FOR UPDATE SKIP LOCKED) p
         WHERE gr.n > 0),
       orphans AS (
         SELECT p.id, p.xero_in_doubt, p.xero_key_sent_at, false AS marked
-        FROM invoice_pushes p WHERE p.connection_id IS NULL AND ${due(o.owner)}
+        FROM invoice_pushes p WHERE p.connection_id IS NULL AND ${due()}
         ORDER BY p.next_attempt_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED),
       unsendable AS (
         SELECT p.* FROM candidates c CROSS JOIN LATERAL (
           SELECT p.id, p.xero_in_doubt, p.xero_key_sent_at, false AS marked
-          FROM invoice_pushes p WHERE ${dueFor(o.owner, sql`c.id`)}
+          FROM invoice_pushes p WHERE ${dueFor(sql`c.id`)}
           ORDER BY p.connection_id, p.next_attempt_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED) p
         WHERE NOT c.sendable
         LIMIT ${o.batchSize}),

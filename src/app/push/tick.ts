@@ -23,7 +23,7 @@ export interface PushTickDeps {
   budget: XeroBudget;
   /** Decrypted access tokens kept from tick to tick; without it each tick decrypts afresh. */
   tokens?: AccessTokenCache;
-  /** This process: leases it holds are its own, and a re-run after a failover may take them back. */
+  /** This run's lease owner (TickRun.owner): no other run shares it, and no later run takes its leases back. */
   owner: string;
   maxAttempts: number;
   batchSize: number;

@@ -5,7 +5,9 @@ import type { Config } from '../util/config.js';
 import type { Logger } from '../util/log.js';
 import { createDriver, type DriverOptions } from './driver.js';
 import { type Migration, migrate } from './migrate.js';
+import { expireReleases } from './releases.js';
 
+/** What `migrateAtDeploy` applied, and the newest bundled migration. */
 export interface DeployMigrateResult {
   /** The tags applied now, the platform's first; empty when the schema was current. */
   applied: string[];
@@ -17,7 +19,11 @@ export interface DeployMigrateResult {
 export async function migrateAtDeploy(
   config: Config,
   log: Logger,
-  options: DriverOptions & { migrations: readonly Migration[] },
+  options: DriverOptions & {
+    migrations: readonly Migration[];
+    /** Applies a contract even though a running release needs what it removes. */
+    allowContract?: boolean;
+  },
 ): Promise<DeployMigrateResult> {
   const driver = createDriver(config, log, options);
   try {
@@ -26,7 +32,11 @@ export async function migrateAtDeploy(
     try {
       const { applied } = await migrate(pool, options.migrations, log, {
         timeoutMs: config.migrationLockTimeoutMs,
+        lockAttemptMs: config.migrationLockAttemptMs,
+        releaseWindowMs: config.releaseWindowMs,
+        ...(options.allowContract ? { allowContract: true } : {}),
       });
+      await expireReleases(pool);
       return { applied, latest: options.migrations.at(-1)?.tag };
     } finally {
       await pool.end();

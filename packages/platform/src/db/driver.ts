@@ -4,6 +4,7 @@ import type { Logger } from '../util/log.js';
 import { chooseProcessDatabase, type ProcessDatabase } from './process-database.js';
 import type { DatabaseDriver } from './types.js';
 
+/** What `createDriver` chooses among, and the identity it names connections with. */
 export interface DriverOptions {
   /** The drivers on offer, each imported from its own entry: the configuration picks one. */
   databases: readonly ProcessDatabase[];

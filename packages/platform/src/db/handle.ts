@@ -21,6 +21,8 @@ export class DatabaseHandle {
   #generation = 0;
   #disposals = 0;
   #closed = false;
+  /** Disposed pools still ending. */
+  readonly #ending = new Set<Promise<void>>();
 
   constructor(
     private readonly driver: DatabaseDriver,
@@ -92,8 +94,15 @@ export class DatabaseHandle {
       generation: this.#generation,
     });
     this.telemetry.metrics.disposal(this.role, cause);
-    // Queries in flight on the old pool finish or fail on their own; ending waits for them.
-    await old?.end().catch((err: unknown) => this.log.warn('disposed pool did not end cleanly', { err }));
+    // Queries in flight on the old pool finish or fail on their own; ending waits for them. Callers
+    // often do not await this (a failing request must not wait for the old pool), so close() does:
+    // on Workers it runs in waitUntil, which keeps the ending alive past the answer.
+    const ending = old
+      .end()
+      .catch((err: unknown) => this.log.warn('disposed pool did not end cleanly', { err }));
+    this.#ending.add(ending);
+    await ending;
+    this.#ending.delete(ending);
   }
 
   // Spans for its queries (when tracing is on) and a count of connections retired at max lifetime.
@@ -104,11 +113,11 @@ export class DatabaseHandle {
     return pool;
   }
 
-  /** Final: ends the pool for shutdown. */
+  /** Final: ends the pool for shutdown, and waits for the pools disposed before it to end. */
   async close(): Promise<void> {
     this.#closed = true;
     const old = this.#pool;
     this.#pool = undefined;
-    await old?.end();
+    await Promise.all([old?.end(), ...this.#ending]);
   }
 }

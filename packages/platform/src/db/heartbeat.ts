@@ -1,7 +1,9 @@
 import { bigint, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
 
-// The readiness probe's table, one of the platform's own (packages/platform/drizzle/, applied by
-// migrate() before the app's).
+/**
+ * The readiness probe's table, one of the platform's own (packages/platform/drizzle/, applied by
+ * migrate() before the app's).
+ */
 export const healthHeartbeat = pgTable('health_heartbeat', {
   instanceId: text('instance_id').primaryKey(),
   beatAt: timestamp('beat_at', { withTimezone: true }).notNull().defaultNow(),

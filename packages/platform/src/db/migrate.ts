@@ -48,11 +48,13 @@ const setsWith = (app: readonly Migration[]) =>
     { table: APP_MIGRATIONS_TABLE, migrations: app, label: '' },
   ] as const;
 
+/** What `migrate` applied. */
 export interface MigrateResult {
   /** Tags applied, the platform's as `platform:<tag>`. */
   applied: string[];
 }
 
+/** How `migrate` waits for locks, and when it may apply a contract. */
 export interface MigrateOptions extends LockWaitOptions {
   /**
    * `lock_timeout` of each attempt at a statement that locks a table. Postgres queues every later query
@@ -68,11 +70,13 @@ export interface MigrateOptions extends LockWaitOptions {
 
 /**
  * Applies the platform's pending migrations, then the app's, each in a transaction of its own under a
- * short `lock_timeout` (an index built CONCURRENTLY outside one), while one session holds the migration
- * lock in a transaction of its own. Drizzle's migrator takes no lock (drizzle-orm #874): replicas that
- * boot together would race to apply the same migration. The lock is transaction-scoped, so it works
- * the same on a direct connection and through session- or transaction-mode poolers. `timeoutMs` bounds
- * every wait: for the migration lock and for the table locks the migrations need.
+ * short `lock_timeout`, an index built CONCURRENTLY outside one. Each transaction first takes the
+ * migration lock (a transaction-scoped advisory lock) and checks the migration is still pending:
+ * Drizzle's migrator takes no lock (drizzle-orm #874), and replicas that boot together would race to
+ * apply the same migration. Transaction-scoped, it works the same on a direct connection and through
+ * session- or transaction-mode poolers, on one connection; only a CONCURRENTLY build, which cannot run
+ * in a transaction, holds the lock on a second one. `timeoutMs` bounds every wait: for the migration
+ * lock and for the table locks the migrations need.
  *
  * @example
  * ```ts
@@ -88,24 +92,26 @@ export async function migrate(
 ): Promise<MigrateResult> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_MIGRATION_LOCK_TIMEOUT_MS;
   const deadline = Date.now() + timeoutMs;
-  const run = (session: SqlSession) =>
-    applyPending(session, migrations, log, { ...options, deadline, timeoutMs });
-  // One session is all the embedded database has, and one process owns it: nothing to lock against.
-  if (pool.singleSession) return pool.withSession(run);
-  return pool.withSession(async (lockSession) => {
-    await acquireMigrationLock(lockSession, log, options);
-    try {
-      return await pool.withSession(run);
-    } finally {
-      // The lock session wrote nothing: ROLLBACK only releases the lock, on the connection that took it.
-      await lockSession.query('ROLLBACK').catch(() => {});
-    }
-  });
+  // Most boots find nothing to do, and take no lock.
+  if (!pool.singleSession && !(await anyPending(pool, migrations))) return { applied: [] };
+  return pool.withSession((session) =>
+    applyPending(pool, session, migrations, log, { ...options, deadline, timeoutMs }),
+  );
 }
 
 type ApplyOptions = MigrateOptions & { deadline: number; timeoutMs: number };
 
+async function anyPending(pool: DatabasePool, migrations: readonly Migration[]): Promise<boolean> {
+  for (const set of setsWith(migrations)) {
+    const newest = set.migrations.at(-1)?.createdAt;
+    if (newest === undefined) continue;
+    if (!(await tableExists(pool, set.table)) || (await lastAppliedAt(pool, set.table)) < newest) return true;
+  }
+  return false;
+}
+
 async function applyPending(
+  pool: DatabasePool,
   session: SqlSession,
   migrations: readonly Migration[],
   log: Logger,
@@ -119,35 +125,66 @@ async function applyPending(
     attemptMs: options.lockAttemptMs ?? DEFAULT_LOCK_ATTEMPT_MS,
     ...(options.signal ? { signal: options.signal } : {}),
   };
+  // The embedded database has one session, and one process owns it: nothing to lock against.
+  const lock = async (on: SqlSession) => {
+    if (pool.singleSession) return on.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+    await acquireMigrationLock(on, log, options);
+  };
   const applied: string[] = [];
   for (const set of setsWith(migrations)) {
     const exists = await tableExists(session, set.table);
     const last = exists ? await lastAppliedAt(session, set.table) : 0;
     const pending = set.migrations.filter((m) => m.createdAt > last);
     if (pending.length === 0) continue;
-    await ensureTable(session, set.table, exists, retry);
+    await ensureTable(session, set.table, retry, lock);
     for (const m of pending) {
       if (options.signal?.aborted) throw new MigrationInterrupted();
-      if (m.class !== 'expand' && !options.allowContract) {
-        await refuseContractWhileNeeded(session, `${set.label}${m.tag}`, m.removes, options.releaseWindowMs);
-      }
       const started = performance.now();
-      if (m.statements.some((s) => concurrentIndexName(s) !== undefined)) {
+      const gate = async () => {
+        if (m.class === 'expand' || options.allowContract) return;
+        await refuseContractWhileNeeded(session, `${set.label}${m.tag}`, m.removes, options.releaseWindowMs);
+      };
+      let done: boolean;
+      if (m.statements.some((s) => concurrentIndexName(s) !== undefined) && pool.singleSession) {
+        await gate();
         await applyOutsideTransaction(session, set.table, m, retry);
-      } else {
-        await withLockRetry(retry, m.tag, m.statements, async (attemptMs) => {
-          await session.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+        done = true;
+      } else if (m.statements.some((s) => concurrentIndexName(s) !== undefined)) {
+        // The lock on a session of its own: the build runs outside any transaction on this one.
+        done = await pool.withSession(async (lockSession) => {
+          await lock(lockSession);
           try {
+            if ((await lastAppliedAt(session, set.table)) >= m.createdAt) return false;
+            await gate();
+            await applyOutsideTransaction(session, set.table, m, retry);
+            return true;
+          } finally {
+            // The lock session wrote nothing: ROLLBACK only releases the lock.
+            await lockSession.query('ROLLBACK').catch(() => {});
+          }
+        });
+      } else {
+        done = await withLockRetry(retry, m.tag, m.statements, async (attemptMs) => {
+          await lock(session);
+          try {
+            // Another replica may have applied it while this one waited for the lock.
+            if ((await lastAppliedAt(session, set.table)) >= m.createdAt) {
+              await session.query('ROLLBACK');
+              return false;
+            }
+            await gate();
             await session.query(`SET LOCAL lock_timeout = ${attemptMs}`);
             for (const statement of m.statements) await session.query(statement);
             await record(session, set.table, m);
             await session.query('COMMIT');
+            return true;
           } catch (err) {
             await session.query('ROLLBACK').catch(() => {});
             throw err;
           }
         });
       }
+      if (!done) continue;
       log.info('migration applied', {
         migration: `${set.label}${m.tag}`,
         class: m.class ?? null,
@@ -217,38 +254,40 @@ async function record(session: SqlSession, table: string, m: Migration): Promise
 
 // Looks before creating: CREATE ... IF NOT EXISTS checks the CREATE privilege first, and a
 // least-privilege role with nothing pending must still be able to boot. A table an older release (or
-// drizzle-kit) created lacks the columns that say what each migration was: they are added here.
+// drizzle-kit) created lacks the columns that say what each migration was: they are added here. Under
+// the migration lock, as two replicas creating one table at once collide.
 async function ensureTable(
   session: SqlSession,
   table: string,
-  exists: boolean,
   retry: LockRetry,
+  lock: (on: SqlSession) => Promise<unknown>,
 ): Promise<void> {
-  if (!exists) {
-    await session.query('CREATE SCHEMA IF NOT EXISTS drizzle');
-    await session.query(
-      `CREATE TABLE IF NOT EXISTS ${table} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint, tag text, class text, removes jsonb)`,
-    );
-    return;
-  }
-  const { rows } = await session.query<{ n: number | string }>(
-    `SELECT count(*) AS n FROM pg_attribute
-      WHERE attrelid = to_regclass($1) AND attname IN ('tag', 'class', 'removes') AND NOT attisdropped`,
-    [table],
-  );
-  if (Number(rows[0]?.n ?? 0) === 3) return;
+  const create = `CREATE TABLE IF NOT EXISTS ${table} (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint, tag text, class text, removes jsonb)`;
   const alter = `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS tag text, ADD COLUMN IF NOT EXISTS class text, ADD COLUMN IF NOT EXISTS removes jsonb`;
   await withLockRetry(retry, table, [alter], async (attemptMs) => {
-    await session.query('BEGIN');
+    await lock(session);
     try {
       await session.query(`SET LOCAL lock_timeout = ${attemptMs}`);
-      await session.query(alter);
+      if (!(await tableExists(session, table))) {
+        await session.query('CREATE SCHEMA IF NOT EXISTS drizzle');
+        await session.query(create);
+      } else if (!(await hasClassColumns(session, table))) {
+        await session.query(alter);
+      }
       await session.query('COMMIT');
     } catch (err) {
       await session.query('ROLLBACK').catch(() => {});
       throw err;
     }
   });
+}
+
+async function hasClassColumns(session: SqlSession, table: string): Promise<boolean> {
+  const { rows } = await session.query<{ n: number | string }>(
+    `SELECT count(*) AS n FROM pg_attribute
+      WHERE attrelid = to_regclass('${table}') AND attname IN ('tag', 'class', 'removes') AND NOT attisdropped`,
+  );
+  return Number(rows[0]?.n ?? 0) === 3;
 }
 
 export async function tableExists(session: SqlSession, table: string): Promise<boolean> {

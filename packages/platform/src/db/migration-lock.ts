@@ -11,6 +11,8 @@ const LOG_EVERY_MS = 5000;
 export interface LockWaitOptions {
   /** Past this the wait fails (boot fails hard); 0 fails at once if another session holds the lock. */
   timeoutMs?: number;
+  /** Date.now() past which the wait fails, when it started before this call: `timeoutMs` is still what is reported. */
+  deadline?: number;
   /** Aborts the wait (a signal during boot): the caller rolls back and stops. */
   signal?: AbortSignal;
   /** Poll interval; tests shorten it. */
@@ -59,6 +61,7 @@ export async function acquireMigrationLock(
   options: LockWaitOptions = {},
 ): Promise<void> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_MIGRATION_LOCK_TIMEOUT_MS;
+  const allowedMs = options.deadline === undefined ? timeoutMs : Math.max(0, options.deadline - Date.now());
   const pollMs = options.pollMs ?? POLL_MS;
   const started = performance.now();
   let lastLogged = Number.NEGATIVE_INFINITY;
@@ -82,7 +85,7 @@ export async function acquireMigrationLock(
     }
     await session.query('ROLLBACK');
     const holder = await findHolder(session);
-    if (waited >= timeoutMs) throw new MigrationLockTimeout(holder ?? lastHolder, timeoutMs);
+    if (waited >= allowedMs) throw new MigrationLockTimeout(holder ?? lastHolder, timeoutMs);
     // A holder that vanished between the two statements is about to let go: no line for it.
     const changed = holder !== undefined && holder.pid !== lastHolder?.pid;
     if (changed || performance.now() - lastLogged >= LOG_EVERY_MS) {
@@ -95,7 +98,7 @@ export async function acquireMigrationLock(
       lastLogged = performance.now();
     }
     lastHolder = holder ?? lastHolder;
-    await sleep(Math.min(pollMs, Math.max(0, timeoutMs - waited)), options.signal);
+    await sleep(Math.min(pollMs, Math.max(0, allowedMs - waited)), options.signal);
   }
 }
 

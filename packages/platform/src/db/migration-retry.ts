@@ -31,6 +31,7 @@ export type LockHolder = {
   relation: string;
 };
 
+/** A migration that waited past MIGRATION_LOCK_TIMEOUT_MS for a table lock: names the table and its holders. */
 export class MigrationLockWaitTimeout extends Error {
   override name = 'MigrationLockWaitTimeout';
   constructor(

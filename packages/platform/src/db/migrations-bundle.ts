@@ -8,6 +8,7 @@ import { pathToFileURL } from 'node:url';
 import type { Migration, MigrationClass } from './migrate.js';
 import { type SchemaSnapshot, schemaNeeds, schemaRemovals } from './schema-needs.js';
 
+/** One drizzle-kit folder and the module `runMigrationsBundler` generates from it. */
 export interface MigrationsBundle {
   /** The drizzle-kit `out` folder, relative to the root. */
   from: string;
@@ -145,6 +146,7 @@ export const ${names.needs}: readonly string[] = ${JSON.stringify(needs)};
 `;
 }
 
+/** Options of `runMigrationsBundler`: the root, and whether only to check. */
 export interface BundleOptions {
   /** What `from` and `out` are relative to. */
   root: string;

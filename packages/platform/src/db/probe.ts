@@ -5,8 +5,10 @@ import { PROBE_READ_ONLY } from './disposal.js';
 import type { FailoverEpisodes } from './episode.js';
 import type { DatabaseHandle } from './handle.js';
 
+/** What the write probe found: `ok` (it took a write), `read_only`, `unreachable` or `timeout`. */
 export type DatabaseStatus = 'ok' | 'unreachable' | 'read_only' | 'timeout';
 
+/** One write probe's answer: its status, latency and a secret-free reason. */
 export interface ProbeResult {
   status: DatabaseStatus;
   latencyMs: number;

@@ -1,6 +1,7 @@
 import { bigint, jsonb, pgTable, text, timestamp } from 'drizzle-orm/pg-core';
 
 // The releases that run on this database (releases.ts): one of the platform's own tables.
+/** The releases that run on this database (releases.ts). */
 export const platformReleases = pgTable('platform_releases', {
   releaseId: text('release_id').primaryKey(),
   runtime: text('runtime').notNull(),

@@ -15,6 +15,7 @@ export const RELEASE_SEEN_EVERY_MS = 5 * 60_000;
 /** Rows not seen for this long are deleted when migrations run. */
 const RELEASE_EXPIRY_DAYS = 30;
 
+/** A release as the database records it. */
 export interface Release {
   /** RELEASE_ID, a Worker's version id, or `schema-<newest migration>`: builds alike in schema are alike here. */
   id: string;
@@ -33,6 +34,7 @@ export async function recordRelease(db: Database, release: Release): Promise<voi
     ON CONFLICT (release_id) DO UPDATE SET last_seen_at = now(), runtime = excluded.runtime`);
 }
 
+/** A release seen within the window, and which of a contract's removals it needs. */
 export interface RunningRelease {
   id: string;
   runtime: string;
@@ -71,6 +73,7 @@ export async function releasesNeeding(
   });
 }
 
+/** A contract migration refused because a running release needs what it removes. */
 export class ContractRefused extends Error {
   override name = 'ContractRefused';
   constructor(

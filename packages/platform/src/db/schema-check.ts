@@ -25,6 +25,7 @@ export interface BundledSchema {
   needs?: readonly string[];
 }
 
+/** Whether a release can serve on the database's schema, and why not. */
 export type SchemaVerdict =
   | { status: 'current' }
   /** Ahead by migrations this release survives: it serves. */
@@ -137,6 +138,7 @@ async function appliedSince(pool: DatabasePool, platformAt: number, appAt: numbe
   return rows;
 }
 
+/** The schema is behind this release, or a contract removed what it needs: it must not serve. */
 export class SchemaIncompatible extends Error {
   override name = 'SchemaIncompatible';
   constructor(readonly verdict: Extract<SchemaVerdict, { status: 'behind' | 'contracted' }>) {

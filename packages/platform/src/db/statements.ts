@@ -9,6 +9,10 @@ import type { Database } from './types.js';
 const allowsNames = new WeakMap<object, () => boolean>();
 const forbid = new WeakMap<object, () => void>();
 
+/**
+ * Registers a driver's pool: whether its Drizzle database may use named prepared statements now, and
+ * what to call when one is lost.
+ */
 export function registerStatementPolicy(db: Database, allowed: () => boolean, disallow: () => void): void {
   allowsNames.set(db, allowed);
   forbid.set(db, disallow);

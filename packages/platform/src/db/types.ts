@@ -2,10 +2,13 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 
 // The seam between the platform and a driver: everything above this file is driver-agnostic.
 
+/** A Drizzle Postgres database, whatever the driver under it: what routes and ticks query. */
 export type Database = PgDatabase<PgQueryResultHKT>;
 
+/** A row of a raw query, by column name. */
 export type Row = Record<string, unknown>;
 
+/** The rows of a raw query. */
 export interface QueryResult<R> {
   rows: R[];
 }
@@ -15,14 +18,19 @@ export interface SqlSession {
   query<R extends Row = Row>(text: string, params?: unknown[]): Promise<QueryResult<R>>;
 }
 
+/** A pool's connections: in all, idle, and callers waiting for one. */
 export interface PoolStats {
   total: number;
   idle: number;
   waiting: number;
 }
 
+/** Which pool: the app's, or the write probe's own small one. */
 export type PoolRole = 'app' | 'probe';
 
+/**
+ * One pool of a driver: a Drizzle database over it, raw queries, a session for a transaction, and its end.
+ */
 export interface DatabasePool {
   readonly db: Database;
   query<R extends Row = Row>(text: string, params?: unknown[]): Promise<QueryResult<R>>;
@@ -42,6 +50,7 @@ export interface DatabasePool {
   end(): Promise<void>;
 }
 
+/** Whether a transaction-mode pooler sits in front of the database, and how that was found out. */
 export interface PoolerInfo {
   /** `transaction`: server connections change hands between transactions (no session state survives). */
   mode: 'session' | 'transaction';
@@ -49,6 +58,7 @@ export interface PoolerInfo {
   source: 'configured' | 'detected' | 'assumed';
 }
 
+/** One database driver (pg, Neon, PGlite, Hyperdrive): builds the pools a handle throws away and rebuilds. */
 export interface DatabaseDriver {
   readonly name: string;
   /**

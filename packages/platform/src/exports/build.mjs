@@ -8,8 +8,8 @@ import { build } from 'esbuild';
 // drizzle-orm is bundled. It ships hundreds of ES modules under one large package.json whose
 // `exports` map Node 24's ESM loader reads back for every module it resolves, most of a server's boot
 // (docs/boot.md). Bundled, the boot never resolves a drizzle-orm file.
-// The platform's exports are TypeScript sources: it is bundled too, and its own dependencies stay
-// external like the app's.
+// The platform is bundled too (its built dist/ when installed; its sources in this repository, where
+// the root tsconfig's paths lead esbuild), and its own dependencies stay external like the app's.
 const PLATFORM = '@honest-health/platform';
 const BUNDLED = new Set(['drizzle-orm', PLATFORM]);
 

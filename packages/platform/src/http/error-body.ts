@@ -1,6 +1,7 @@
 // One JSON shape for every error the server returns, the platform's and the app's:
 // {"error":{"code","message","fields"?}}.
 
+/** One invalid field of a request body: its path and what is wrong with it. */
 export interface FieldError {
   path: string;
   message: string;

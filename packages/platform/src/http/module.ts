@@ -2,6 +2,7 @@ import type { Context, Hono } from 'hono';
 import type { DatabaseHandle } from '../db/handle.js';
 import type { Migration } from '../db/migrate.js';
 import type { Database } from '../db/types.js';
+import type { TickRun } from '../jobs/tick.js';
 import type { GaugeRegistry, MetricsRegistry } from '../metrics/registry.js';
 import type { ScrapeCache } from '../metrics/scrape-cache.js';
 import type { Env } from '../util/config.js';
@@ -22,6 +23,12 @@ export type RequestScope = {
    */
   schedule(tick: string): void;
   /**
+   * Keeps `work` going after the answer is sent: the request's `waitUntil` on Workers (which may
+   * otherwise cancel it), awaited by shutdown before the database closes on Node and Bun. Every
+   * background promise of a route goes here; a rejection is logged.
+   */
+  waitUntil(work: Promise<unknown>): void;
+  /**
    * Runs `fn` on the request's database, and once more on a fresh pool when a failover poisoned the
    * first: for reads and idempotent writes. A second failure answers 503 database_unavailable.
    */
@@ -33,12 +40,14 @@ export type RequestScope = {
   clientIp: string | undefined;
 };
 
+/** The Hono environment of an app's routes: the request's scope in `c.var`. */
 export type AppEnv = { Variables: RequestScope };
 
 /**
  * Work the platform runs on an interval (Node, Bun) or a cron trigger (Workers): never overlapping
  * itself in a process, once more on a fresh pool after a failover, with a health record per run.
- * Across replicas it must claim its work in the database (one `UPDATE ... RETURNING`).
+ * Across replicas it must claim its work in the database (one `UPDATE ... RETURNING`), leased to
+ * `run.owner`: fresh for each run, so no run ever takes a lease another still holds.
  *
  * @example
  * ```ts
@@ -52,7 +61,7 @@ export type AppEnv = { Variables: RequestScope };
 export interface AppTick {
   name: string;
   intervalMs: number;
-  run(db: Database): Promise<unknown>;
+  run(db: Database, run: TickRun): Promise<unknown>;
 }
 
 /**
@@ -67,9 +76,13 @@ export interface AppIndex {
   load(db: Database): Promise<void>;
 }
 
+/** What the platform gives an app module's `create`: the lifecycle, the instance, the logger. */
 export interface AppContext {
   lifecycle: 'process' | 'isolate';
-  /** This replica; on Workers one name for every isolate and invocation. */
+  /**
+   * This replica; on Workers one name for every isolate and invocation (the schedule's, for heartbeats
+   * and tick health). Never a lease owner: each tick run gets its own (`TickRun.owner`).
+   */
   instanceId: string;
   log: Logger;
   /** The embedded database (PGlite): development defaults for secrets are allowed. */
@@ -88,6 +101,7 @@ export interface AppMetricsContext {
   timeoutMs: number;
 }
 
+/** The app's own metrics: gauges read at scrape time, counters for long-lived processes. */
 export interface AppMetrics {
   /** Gauges read at scrape time: served by processes and Workers alike. */
   gauges?(registry: GaugeRegistry, context: AppMetricsContext): void;

@@ -23,7 +23,13 @@ export interface ServedScope {
   /** The probe's own handle (tick health and scrapes read through it). */
   probeDatabase: DatabaseHandle;
   writeProbe: WriteProbe;
+  /**
+   * For reads whose staleness is harmless (a query cache may answer them): a handle of its own where
+   * the runtime has one (a cached Hyperdrive binding beside an uncached one), else `database`.
+   */
+  cachedDatabase?(): Promise<DatabaseHandle>;
   schedule(tick: string): void;
+  waitUntil(work: Promise<unknown>): void;
   /** The socket's peer, where the runtime has one. */
   clientAddress?: string | undefined;
 }
@@ -67,9 +73,12 @@ export function createShell<E extends AppEnv>(options: ShellOptions<E>): Hono<Sh
   shell.route('/', healthRoutes({ gate, writeProbe: (c) => scope(c).writeProbe }));
   if (options.internalEndpoints !== 'elsewhere') mountInternalEndpoints(shell, options);
   shell.use('*', async (c, next) => {
-    const { database, schedule } = c.env;
+    const { database, schedule, waitUntil } = c.env;
     c.set('database', database);
     c.set('schedule', schedule);
+    c.set('waitUntil', (work) =>
+      waitUntil(work.catch((err: unknown) => log.warn('background work of a request failed', { err }))),
+    );
     c.set('withDatabase', (fn) => withPoisonRetry(database, fn, { retry: true, source: 'request', log }));
     const header = options.clientIpHeader;
     c.set('clientIp', (header === undefined ? undefined : c.req.header(header)) ?? c.env.clientAddress);

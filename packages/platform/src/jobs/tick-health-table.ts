@@ -1,9 +1,11 @@
 import { integer, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 
-// Tick health: one row per (tick, instance), rewritten by every run, so the table stays as small as
-// the fleet (rows of instances gone for a week are pruned by the next write). One of the platform's own
-// tables (packages/platform/drizzle/), like the probe's heartbeat.
-// Outcomes carry a code (a SQLSTATE, an HTTP status, an errno name), never a message.
+/**
+ * Tick health: one row per (tick, instance), rewritten by every run, so the table stays as small as
+ * the fleet (rows of instances gone for a week are pruned by the next write). One of the platform's own
+ * tables (packages/platform/drizzle/), like the probe's heartbeat.
+ * Outcomes carry a code (a SQLSTATE, an HTTP status, an errno name), never a message.
+ */
 export const tickHealth = pgTable(
   'tick_health',
   {

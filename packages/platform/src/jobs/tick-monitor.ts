@@ -45,15 +45,17 @@ export class TickMonitor {
       withTimeout(work(), this.options.timeoutMs, `recording tick ${what}`).catch((err: unknown) =>
         log.warn('tick health not recorded', { tick, what, reason: tickErrorCode(err) }),
       );
-    const started = this.#track(record('start', () => recordTickStart(database.pool, tick, instanceId)));
+    const started = record('start', () => recordTickStart(database.pool, tick, instanceId));
+    this.#track(started);
     const monitorConfig = this.options.monitorConfig(tick);
     const checkInId = this.#checkIn(() =>
       errors.checkIn?.({ monitorSlug: tick, status: 'in_progress' }, monitorConfig),
     );
     const heartbeat = heartbeats.get(tick);
     const pinged = heartbeat
-      ? this.#track(ping(heartbeat, 'start', tick, { log, timeoutMs: this.options.heartbeatTimeoutMs }))
+      ? ping(heartbeat, 'start', tick, { log, timeoutMs: this.options.heartbeatTimeoutMs })
       : undefined;
+    if (pinged) this.#track(pinged);
     let finished = false;
     return {
       finish: (err) => {
@@ -93,10 +95,11 @@ export class TickMonitor {
     while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
   }
 
-  #track<T>(work: Promise<T>): Promise<T> {
+  /** Keeps `work` until it settles: idle() (awaited in waitUntil on Workers) waits for it. */
+  #track(work: Promise<unknown>): void {
     this.#pending.add(work);
-    void work.finally(() => this.#pending.delete(work)).catch(() => {});
-    return work;
+    const forget = () => this.#pending.delete(work);
+    work.then(forget, forget);
   }
 
   // The SDK queues the envelope and never throws by contract; a bug in it must not reach the tick.

@@ -8,7 +8,19 @@ import type { TickOutcome } from '../util/telemetry.js';
 import { noTelemetry, type Telemetry } from '../util/telemetry.js';
 import type { TickMonitor } from './tick-monitor.js';
 
-export type TickFn<T> = (db: Database) => Promise<T>;
+/**
+ * One run of a tick, as the runner hands it to the tick. `owner` names this run alone: runs overlap
+ * across processes, isolates and cron invocations, so a lease written under it is never mistaken for
+ * another run's, and a crashed run's leases come back only when they expire.
+ */
+export interface TickRun {
+  /** `<instance>:<uuid>`, fresh for every run (its retry after a failover keeps it). */
+  owner: string;
+  /** The run id on its log lines: the first 8 characters of the owner's uuid. */
+  runId: string;
+}
+
+export type TickFn<T> = (db: Database, run: TickRun) => Promise<T>;
 
 /** Where a run goes: the process's handle and monitor, or on Workers the invocation's. */
 export interface TickTarget {
@@ -20,6 +32,8 @@ export interface TickTarget {
 export type TickRunner = <T>(name: string, fn: TickFn<T>, target: TickTarget) => Promise<T | undefined>;
 
 export interface TickRunnerOptions {
+  /** The replica (or, on Workers, the schedule) a run's owner starts with; `app` when unset. */
+  instanceId?: string;
   telemetry?: Telemetry;
   /** Sees each successful run's result (the app turns token-refresh counts into metrics). */
   onResult?: (name: string, result: unknown) => void;
@@ -48,14 +62,16 @@ export function createTickRunner(
     }
     running.add(name);
     const monitored = monitor?.start(name);
-    const runId = crypto.randomUUID().slice(0, 8);
+    const runUuid = crypto.randomUUID();
+    const run: TickRun = { owner: `${options.instanceId ?? 'app'}:${runUuid}`, runId: runUuid.slice(0, 8) };
+    const { runId } = run;
     const tickLog = log.child({ tick: name, run_id: runId });
     const started = performance.now();
     const seconds = () => (performance.now() - started) / 1000;
     let attempts = 0;
     const attempt = (db: Database) => {
       attempts += 1;
-      return fn(db);
+      return fn(db, run);
     };
     try {
       return await withLogContext({ tick: name, run_id: runId }, () =>

@@ -19,4 +19,13 @@ export interface IsolateDatabase {
   detect(bindings: Bindings): { defaults?: Env; overrides?: Env } | undefined;
   /** A driver for one request or cron invocation: a Worker's sockets belong to the request that opened them. */
   createDriver(config: Config, bindings: Bindings, log: Logger): DatabaseDriver;
+  /**
+   * A driver whose reads a query cache may answer (stale by up to the cache's age), for the reads where
+   * that is harmless; undefined when this database has none (then those reads take createDriver's).
+   * Everything that decides something (every write, the app's requests and ticks, the boot's checks)
+   * takes createDriver's.
+   */
+  createCachedDriver?(config: Config, bindings: Bindings, log: Logger): DatabaseDriver | undefined;
+  /** What the isolate logs as warnings at its first boot about how these bindings are set up. */
+  warnings?(bindings: Bindings): string[];
 }

@@ -1,11 +1,12 @@
 import type { Hono } from 'hono';
 import { asHyperdriveBinding } from '../db/drivers/hyperdrive-binding.js';
 import { FailoverEpisodes } from '../db/episode.js';
-import type { DatabaseHandle } from '../db/handle.js';
+import { DatabaseHandle } from '../db/handle.js';
 import { poisonReason } from '../db/poison.js';
 import type { Release } from '../db/releases.js';
 import { RELEASE_SEEN_EVERY_MS, recordRelease } from '../db/releases.js';
 import { releaseOf, requireServableSchema } from '../db/schema-check.js';
+import type { DatabaseDriver } from '../db/types.js';
 import { errorBody } from '../http/error-body.js';
 import { ReadinessGate } from '../http/gate.js';
 import { isProbeMethod, LIVENESS_PATHS, liveResponse, methodNotAllowed } from '../http/health.js';
@@ -46,12 +47,14 @@ import type { IsolateErrorTracking } from './isolate-errors.js';
 // An I/O object belongs to the request that made it, so the database handles (and the write probe that
 // holds them) are made per request or cron invocation and closed through waitUntil.
 
+/** The part of a Worker's `ExecutionContext` the platform uses: `waitUntil`. */
 export interface ExecutionContextLike {
   waitUntil(promise: Promise<unknown>): void;
 }
 
-// Every isolate and cron invocation records its runs under one name: on Workers the cron trigger, not
-// an isolate, is what runs a tick, and isolates come and go between invocations.
+// Every isolate and cron invocation records its runs (heartbeats, tick health) under one name: on
+// Workers the cron trigger, not an isolate, is what runs a tick, and isolates come and go between
+// invocations. Leases are the runs' own: the tick runner gives each run a fresh owner under this name.
 const WORKER_INSTANCE = 'worker';
 
 /** Built once per isolate, at its first boot. */
@@ -73,6 +76,10 @@ interface Isolate<E extends AppEnv> {
   release: Release;
 }
 
+/**
+ * What a Worker's entry gives `createIsolateHandlers`: the databases it can reach, and how it reports
+ * errors.
+ */
 export interface IsolateOptions {
   /** The databases this bundle can reach, in order of precedence (isolate-database.ts). */
   databases: readonly IsolateDatabase[];
@@ -140,6 +147,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     const log = createLogger(config.logLevel, {}, undefined, poisonReason);
     const { database } = chosen;
     log.info('isolate database', { database: database.name });
+    for (const warning of database.warnings?.(bindings) ?? []) log.warn(warning, { database: database.name });
     if (database.name !== 'hyperdrive' && Object.values(bindings).some((b) => asHyperdriveBinding(b))) {
       log.warn('a Hyperdrive binding is bound, but this bundle reaches the database through DATABASE_URL', {
         database: database.name,
@@ -186,14 +194,16 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       clientIpHeader: config.clientIpHeader,
       metrics: {
         token: telemetry.metricsToken,
-        render: (scope) => {
+        render: async (scope) => {
+          const appReads = (await scope.cachedDatabase?.()) ?? scope.database;
           // The gauges that mean something without a long-lived process, read through this request.
           const gauges = createGaugeRegistry((metric, err) =>
             log.warn('metrics collector failed', { metric, err }),
           );
           observeDatabase(gauges, scope.writeProbe, identity.metricPrefix);
+          // The app's gauges are the reads whose staleness is harmless: a query cache may answer them.
           app.metrics?.gauges?.(gauges, {
-            database: scope.database,
+            database: appReads,
             cache: scrapeCache,
             timeoutMs: config.probeTimeoutMs,
           });
@@ -220,7 +230,7 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       errors,
       app,
       shell,
-      runTick: createTickRunner(log, errors),
+      runTick: createTickRunner(log, errors, { instanceId: WORKER_INSTANCE }),
       episodes: new FailoverEpisodes(log),
       ticks,
       tickHealth,
@@ -339,17 +349,35 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     }
     const inv = await invocation(iso, bindings);
     const background: Promise<unknown>[] = [];
+    // Built on first use (a scrape), closed with the request's own.
+    let cached: { handle: DatabaseHandle; driver: DatabaseDriver } | undefined;
+    const cachedDatabase = async () => {
+      if (cached) return cached.handle;
+      const driver = iso.database.createCachedDriver?.(iso.config, bindings, iso.log);
+      if (!driver) return inv.appDatabase;
+      cached = { handle: new DatabaseHandle(driver, 'app', iso.log, noTelemetry, iso.episodes), driver };
+      await driver.ready();
+      return cached.handle;
+    };
+    // Once the answer is out, background work is handed to the runtime directly.
+    let answered = false;
     let monitor: TickMonitor | undefined;
     const scope: ServedScope = {
       database: inv.appDatabase,
       probeDatabase: inv.probeDatabase,
       writeProbe: inv.writeProbe,
+      cachedDatabase,
       schedule: (name) => {
         const tick = iso.app.ticks.find((t) => t.name === name);
         if (!tick) return;
         monitor ??= tickMonitor(iso, inv.appDatabase);
         const target = { database: inv.appDatabase, monitor };
         background.push(followUps.schedule(tick.name, () => iso.runTick(tick.name, tick.run, target)));
+      },
+      // Settled before the request's database closes, so the work may still use it.
+      waitUntil: (work) => {
+        if (answered) ctx.waitUntil(work);
+        else background.push(work);
       },
     };
     try {
@@ -373,10 +401,15 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
         background.push(seeRelease(iso, inv.appDatabase));
       return await iso.shell.fetch(request, scope);
     } finally {
+      answered = true;
       ctx.waitUntil(
         Promise.allSettled(background)
           .then(() => monitor?.idle())
           .then(() => inv.close())
+          .then(async () => {
+            await cached?.handle.close();
+            await cached?.driver.close();
+          })
           .then(() => iso.errors.flush(2000)),
       );
     }

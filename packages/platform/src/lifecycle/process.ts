@@ -2,7 +2,7 @@ import { migrate } from '../db/migrate.js';
 import { poisonReason } from '../db/poison.js';
 import { withPoisonRetry } from '../db/poison-retry.js';
 import { chooseProcessDatabase, type ProcessDatabase } from '../db/process-database.js';
-import { expireReleases, RELEASE_SEEN_EVERY_MS, recordRelease } from '../db/releases.js';
+import { RELEASE_SEEN_EVERY_MS, recordRelease } from '../db/releases.js';
 import { releaseOf, requireServableSchema } from '../db/schema-check.js';
 import { type HttpConfig, loadHttpConfig } from '../http/config.js';
 import { ReadinessGate } from '../http/gate.js';
@@ -140,6 +140,8 @@ export async function startProcess<C, E extends AppEnv>(
   let databases: Databases | undefined;
   let monitor: TickMonitor | undefined;
   let listener: Listener | undefined;
+  /** Work requests left running after their answer (c.var.waitUntil): shutdown awaits it. */
+  const background = new Set<Promise<unknown>>();
   let internalListener: Listener | undefined;
   let bootStep = 'prepare';
   let interruptedExitCode: number | undefined;
@@ -232,6 +234,11 @@ export async function startProcess<C, E extends AppEnv>(
       probeDatabase: dbs.probeDatabase,
       writeProbe: dbs.writeProbe,
       schedule: (tick) => loops.trigger(tick),
+      waitUntil: (work) => {
+        background.add(work);
+        const forget = () => background.delete(work);
+        work.then(forget, forget);
+      },
     };
     listener = await runtime.listen(
       (request, connection) => shell.fetch(request, { ...scope, clientAddress: connection?.remoteAddress }),
@@ -297,9 +304,11 @@ export async function startProcess<C, E extends AppEnv>(
         // The schema may be ahead of this release (a newer one migrated first): it serves unless a
         // contract removed what it needs.
         await requireServableSchema(pool, schema, log);
-        await recordRelease(pool.db, release);
-        await expireReleases(pool);
-        log.info('release recorded', { release: release.id });
+        // Recorded for the contract check; a role that may not write it still serves, with a warning.
+        await recordRelease(pool.db, release).then(
+          () => log.info('release recorded', { release: release.id }),
+          (err: unknown) => log.warn('recording the release failed', { release: release.id, err }),
+        );
       },
     },
     ...app.indexes.map(
@@ -331,6 +340,7 @@ export async function startProcess<C, E extends AppEnv>(
         });
         const tickResult = metrics?.tickResult;
         const runTick = createTickRunner(log, errors, {
+          instanceId: runtime.instanceId,
           telemetry,
           ...(tickResult ? { onResult: tickResult } : {}),
         });
@@ -355,8 +365,11 @@ export async function startProcess<C, E extends AppEnv>(
       { name: 'drain delay', run: () => new Promise((done) => setTimeout(done, config.shutdownDelayMs)) },
       {
         name: 'drain http',
-        run: async (budget) =>
-          void (await Promise.all([listener?.close(budget), internalListener?.close(budget)])),
+        run: async (budget) => {
+          await Promise.all([listener?.close(budget), internalListener?.close(budget)]);
+          // What the requests left running (c.var.waitUntil) still needs the database.
+          while (background.size > 0) await Promise.allSettled([...background]);
+        },
       },
       { name: 'close database', run: closeDatabase },
       { name: 'flush error tracking', run: async () => void (await errors.flush(2000)) },

@@ -1,6 +1,8 @@
 // Base64 for bytes through the web-standard btoa/atob, so Node, Bun and Workers encode alike.
 // (Uint8Array.prototype.toBase64 would do it natively, but Node 22 does not have it.)
 
+/**
+ */
 export function encodeBase64(bytes: Uint8Array): string {
   let binary = '';
   for (const b of bytes) binary += String.fromCharCode(b);

@@ -16,13 +16,17 @@ import { validate } from './validate.js';
 // Environment -> typed configuration. Every bad variable is reported in one message, and messages
 // never include the value: a mistyped DATABASE_URL still holds a password.
 
+/** The values `DATABASE_DRIVER` takes. */
 export const DATABASE_DRIVERS = ['pglite', 'pg', 'neon-http', 'neon-ws'] as const;
+/** A driver that reaches a Postgres server over the network (every one but PGlite). */
 export type NetworkDriver = Exclude<(typeof DATABASE_DRIVERS)[number], 'pglite'>;
 
+/** The configured database: the embedded PGlite's directory, or a driver and its URL. */
 export type DatabaseConfig =
   | { driver: 'pglite'; dataDir: string }
   | { driver: NetworkDriver; url: string; neonLocalProxy?: string };
 
+/** The platform's configuration, read from the environment by `loadConfig`. */
 export interface Config {
   port: number;
   host: string;
@@ -53,12 +57,16 @@ export interface Config {
   statementTimeoutMs: number;
 }
 
+/** The values `CLIENT_IP_HEADER` takes: a trusted proxy's header naming the client. */
 export const CLIENT_IP_HEADERS = ['fly-client-ip', 'cf-connecting-ip'] as const;
 export type ClientIpHeader = (typeof CLIENT_IP_HEADERS)[number];
 
+/** The values `DATABASE_POOLER` takes: `auto` detects a transaction-mode pooler. */
 export const DATABASE_POOLERS = ['auto', 'session', 'transaction'] as const;
+/** What `DATABASE_POOLER` says sits in front of the database. */
 export type DatabasePooler = (typeof DATABASE_POOLERS)[number];
 
+/** Where the embedded PGlite keeps its data without `DATABASE_URL`, under the working directory. */
 export const DEFAULT_PGLITE_DIR = '.data/pglite';
 /**
  * HOST when unset: every interface, what a container needs, with a database server; loopback with the
@@ -136,6 +144,7 @@ const envSchema = object({
   ),
 });
 
+/** Invalid configuration: every problem found, each naming its variable (never its value). */
 export class ConfigError extends Error {
   override name = 'ConfigError';
   constructor(readonly problems: string[]) {
@@ -143,6 +152,7 @@ export class ConfigError extends Error {
   }
 }
 
+/** Environment variables by name, as `process.env` or a Worker's bindings hold them. */
 export type Env = Record<string, string | undefined>;
 
 /**

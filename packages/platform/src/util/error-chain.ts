@@ -20,6 +20,7 @@ export const viaAnyWrapper: Links = (e) => {
   return [cause, sourceError, ...(Array.isArray(errors) ? errors : []), error];
 };
 
+/** How far `causeChain` walks an error's causes, and by which links. */
 export interface WalkOptions {
   /** viaCause unless told. */
   links?: Links;

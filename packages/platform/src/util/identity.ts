@@ -47,6 +47,7 @@ export function resolveIdentity(identity: AppIdentity | undefined): Identity {
   return { name, metricPrefix };
 }
 
+/** The identity of an app that names none: `app`. */
 export const DEFAULT_IDENTITY: Identity = resolveIdentity(undefined);
 
 /** The embedded database's lock file in its data directory. */

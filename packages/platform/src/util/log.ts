@@ -5,12 +5,15 @@ import { logContext } from './log-context.js';
 // an exit (a hard boot failure) is never lost. Inside a request or a tick every line also carries the
 // request id, or the tick's name and run id (log-context.ts).
 
+/** The logger's levels, least severe first. */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
 const rank: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
+/** The fields of a log line, beside its time, level and message. */
 export type LogFields = Record<string, unknown>;
 
+/** Structured JSON logging: one line per call, with the given fields and the request's or tick's context. */
 export interface Logger {
   debug(msg: string, fields?: LogFields): void;
   info(msg: string, fields?: LogFields): void;
@@ -19,6 +22,7 @@ export interface Logger {
   child(fields: LogFields): Logger;
 }
 
+/** Where a logger's lines go: stdout by default. */
 export type LogSink = (line: string) => void;
 
 /**
@@ -73,6 +77,7 @@ function errorReplacer(key: string, value: unknown, classify?: PoisonClassifier)
   return value;
 }
 
+/** An error as a log line shows it: name, message, code, and its poison reason when it has one. */
 export interface ErrorSummary {
   name: string;
   message: string;
@@ -131,7 +136,9 @@ function summarise(err: unknown): ErrorSummary {
   return summary;
 }
 
-// DrizzleQueryError puts bound parameters (hashes, ciphertexts, tenant ids) into its message.
+/**
+ * DrizzleQueryError puts bound parameters (hashes, ciphertexts, tenant ids) into its message.
+ */
 export function redactParams(message: string): string {
   const at = message.indexOf('\nparams:');
   return at === -1 ? message : `${message.slice(0, at)}\nparams: [redacted]`;

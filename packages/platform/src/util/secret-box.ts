@@ -10,6 +10,10 @@ import { decodeBase64, encodeBase64 } from './base64.js';
 const IV_BYTES = 12;
 const PREFIX = 'k1.';
 
+/**
+ * Seals and opens secrets with AES-GCM under the current key, opening those sealed under previous keys
+ * too.
+ */
 export interface SecretBox {
   /** The id of the key new ciphertexts are sealed under. */
   readonly keyId: string;
@@ -132,6 +136,7 @@ export async function createSecretBox(current: string, previous: readonly string
   };
 }
 
+/** A new random 256-bit key, base64: a key for `createSecretBox`. */
 export function generateKeyBase64(): string {
   return encodeBase64(crypto.getRandomValues(new Uint8Array(32)));
 }

@@ -1,3 +1,4 @@
+/** The work did not finish in time (`withTimeout`). */
 export class TimeoutError extends Error {
   override name = 'TimeoutError';
 }

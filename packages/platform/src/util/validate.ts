@@ -8,7 +8,7 @@ import en from 'zod/v4/locales/en.js';
 // One module for it, not a top-level `config(en())`, because modules have no side effects here.
 
 /** safeParse with zod's English messages, as classic zod gives them. */
-export function validate<S extends ZodMiniType>(schema: S, input: unknown) {
+export function validate<S extends ZodMiniType>(schema: S, input: unknown): ReturnType<typeof safeParse<S>> {
   if (!config().localeError) config(en());
   return safeParse(schema, input);
 }

@@ -3,6 +3,7 @@ import { StatementNaming } from '../statements.js';
 import type { DatabaseDriver } from '../types.js';
 import { nodePgDriver } from './node-pg-driver.js';
 
+/** Options of `createHyperdriveDriver`. */
 export interface HyperdriveDriverOptions {
   /** `env.HYPERDRIVE.connectionString`: read per invocation, never logged (it holds a password). */
   connectionString: string;

@@ -9,6 +9,7 @@ export interface PgCompatibleClient {
   release(err?: Error | boolean): void;
 }
 
+/** A pool with node-postgres's interface (pg's own, or Hyperdrive's), as `wrapPgCompatiblePool` takes it. */
 export interface PgCompatiblePool {
   connect(): Promise<PgCompatibleClient>;
   query(text: string, params?: unknown[]): Promise<{ rows: Row[] }>;
@@ -97,8 +98,8 @@ function track(client: PgCompatibleClient): PgCompatibleClient {
 
 /**
  * STATEMENT_TIMEOUT_MS on the application pool: a session setting made as each connection opens (it
- * runs before the connection's first query, queued behind it on the client, so it costs no round
- * trip on a request). Only where sessions last (direct, a session pooler): behind a transaction
+ * runs before the connection's first query, queued ahead of it on the client: a round trip per
+ * connection, not per query). Only where sessions last (direct, a session pooler): behind a transaction
  * pooler a SET would land on a server connection other clients share, so there it is left to the
  * role (`ALTER ROLE … SET statement_timeout`) or the pooler (docs/poolers.md).
  */
@@ -108,6 +109,10 @@ export interface SessionTimeout {
   sessionsLast(): boolean;
 }
 
+/**
+ * A `DatabasePool` over a node-postgres-compatible pool and its Drizzle database: a poisoned client is
+ * released with its error, so the pool destroys it.
+ */
 export function wrapPgCompatiblePool(
   pool: PgCompatiblePool,
   db: Database,

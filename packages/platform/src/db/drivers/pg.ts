@@ -7,6 +7,7 @@ import type { DatabaseDriver, PoolerInfo, PoolRole } from '../types.js';
 import { nodePgDriver } from './node-pg-driver.js';
 import { detectTransactionPooler } from './pooler-check.js';
 
+/** Options of `createPgDriver`. */
 export interface PgDriverOptions {
   url: string;
   poolMax: number;
@@ -24,6 +25,10 @@ export interface PgDriverOptions {
 
 const PROBE_POOL_MAX = 2;
 
+/**
+ * The node-postgres driver: an app pool and a probe pool of at most 2, each with a max connection
+ * lifetime.
+ */
 export function createPgDriver(options: PgDriverOptions): DatabaseDriver {
   const configured = options.pooler ?? 'auto';
   // Shared by every pool of this driver, so a pool rebuilt after a failover inherits what boot found.

@@ -8,6 +8,8 @@ import { join } from 'node:path';
 // O_EXCL. A lock whose pid is gone (a crash, kill -9) is taken over. Its name is the app's
 // (util/identity.ts): a server and the app's own tools must agree on it.
 
+/**
+ */
 export class DatabaseLockedError extends Error {
   override name = 'DatabaseLockedError';
   constructor(

@@ -4,6 +4,7 @@ import { DEFAULT_IDENTITY, lockFileOf } from '../../util/identity.js';
 import type { DatabaseDriver, DatabasePool } from '../types.js';
 import { lockDataDir } from './pglite-lock.js';
 
+/** Options of `createPgliteDriver`. */
 export interface PgliteDriverOptions {
   /** A directory, or `memory://` for a throwaway in-memory database. */
   dataDir: string;
@@ -11,9 +12,11 @@ export interface PgliteDriverOptions {
   lockFile?: string;
 }
 
-// PGlite is one embedded single-connection Postgres: every "pool" shares the instance, disposing a
-// pool never closes it (nothing can poison a connection that has no network), close() does.
-// Its modules load in ready(), so a server on a real Postgres never pays for them.
+/**
+ * PGlite is one embedded single-connection Postgres: every "pool" shares the instance, disposing a
+ * pool never closes it (nothing can poison a connection that has no network), close() does.
+ * Its modules load in ready(), so a server on a real Postgres never pays for them.
+ */
 export function createPgliteDriver(options: PgliteDriverOptions): DatabaseDriver {
   let instance: PGlite | undefined;
   let unlock: (() => void) | undefined;
