@@ -53,7 +53,8 @@ export function spawnBareIngress(options: BareIngressOptions): Promise<BareIngre
 
 /** Applies the bundled migrations the way our server does at boot (same code, same advisory lock). */
 export async function migrateDatabase(url: string): Promise<void> {
-  const pool = new pg.Pool({ connectionString: url, max: 1 });
+  // Two: the migrator holds its lock on one connection while a CONCURRENTLY build runs on another.
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
   const log = createLogger('warn');
   try {
     const wrapped = wrapPgCompatiblePool(
