@@ -249,13 +249,14 @@ describe('boot contract', () => {
 
   it('boots when the pooler check itself fails, assuming a transaction pooler (no named statements)', async () => {
     const url = await freshDatabase(cluster);
-    // One connection for the role: the ping's client holds it, so both clients of the check are refused.
+    // Two connections for the role: the ping's client holds one, so a client of the check is refused.
+    // Not one: a CONCURRENTLY migration (0015) holds the migration lock on a second connection.
     const role = `single_${Date.now()}`;
-    await cluster.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 1`);
+    await cluster.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 2`);
     await cluster.query(`ALTER DATABASE ${new URL(url).pathname.slice(1)} OWNER TO ${role}`);
     const roleUrl = new URL(url);
     roleUrl.username = role;
-    const server = await spawnServer({ env: { DATABASE_URL: roleUrl.toString(), POOL_MAX: '1' } });
+    const server = await spawnServer({ env: { DATABASE_URL: roleUrl.toString(), POOL_MAX: '2' } });
     try {
       await server.waitForReady();
       expect(
