@@ -41,7 +41,7 @@ function cli(
   return new Promise<Run>((done) => {
     execFile(
       tsx,
-      [resolve(repoRoot, `tools/${tool}.ts`), ...args],
+      ['--tsconfig', resolve(repoRoot, 'tsconfig.json'), resolve(repoRoot, `tools/${tool}.ts`), ...args],
       { cwd: options.cwd ?? tempDir(), env: { PATH: process.env.PATH, ...options.env }, timeout: 60_000 },
       (err, stdout, stderr) =>
         done({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr }),
@@ -230,7 +230,12 @@ describe('on Postgres', () => {
     expect(run.code, run.stderr).toBe(0);
     // Log lines first (the migration steps), the result last.
     const result = JSON.parse(run.stdout.trimEnd().split('\n').at(-1) ?? '') as { applied: string[] };
-    expect(result.applied.length).toBeGreaterThan(0);
+    const { migrations } = await import('../src/app/migrations.gen.js');
+    const { platformMigrations } = await import('@honest-health/platform/internal/db/migrations.gen');
+    expect(result.applied).toEqual([
+      ...platformMigrations.map((m) => `platform:${m.tag}`),
+      ...migrations.map((m) => m.tag),
+    ]);
     const local = await cli('migrate', ['--local'], { env: { DATABASE_URL: fresh } });
     expect(local.code).toBe(2);
     expectOneLine(local, /--local is for the embedded database/);

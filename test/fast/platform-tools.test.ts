@@ -116,13 +116,15 @@ describe('the deploy-time migrator (/tools)', () => {
     expect(first.applied.at(-1)).toBe('0000_init');
     // Closed: the embedded database's lock is free for the second run, which has nothing to do.
     expect(await migrateAtDeploy(config, log, options)).toEqual({ applied: [], latest: '0000_init' });
-  });
+  }, 60_000);
 });
 
 describe('the Node build (/build)', () => {
   it('bundles the platform and drizzle-orm into the entry and leaves every other package external', async () => {
     const root = tree({
       'package.json': JSON.stringify({ dependencies: { hono: '*', 'drizzle-orm': '*' } }),
+      // A workspace app: the platform resolves to its sources by the root tsconfig's paths.
+      'tsconfig.json': JSON.stringify({ extends: join(repoRoot, 'tsconfig.json') }),
       'src/node.ts': [
         "import { sql } from 'drizzle-orm';",
         "import { Hono } from 'hono';",

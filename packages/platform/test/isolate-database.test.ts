@@ -23,7 +23,9 @@ describe('the Hyperdrive isolate database', () => {
     expect(hyperdrive.detect({ DATABASE_URL: 'postgres://db/app' })).toBeUndefined();
     expect(hyperdrive.detect({ HYPERDRIVE: 'postgres://a-string/app' })).toBeUndefined();
     expect(hyperdrive.detect({ HYPERDRIVE: { connectionString: '' } })).toBeUndefined();
-    expect(hyperdriveIsolateDatabase('DB').detect({ DB: binding })).toBeDefined();
+    expect(hyperdriveIsolateDatabase('DB').detect({ DB: binding })?.overrides).toMatchObject({
+      DATABASE_URL: binding.connectionString,
+    });
   });
 
   it('makes a hyperdrive driver from the binding of the invocation', () => {

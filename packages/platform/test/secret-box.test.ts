@@ -51,7 +51,10 @@ describe('secret box', () => {
     const generated = generateKeyBase64();
     expect(Buffer.from(generated, 'base64')).toHaveLength(32);
     expect(generated).not.toBe(generateKeyBase64());
-    await expect(createSecretBox(generated)).resolves.toBeDefined();
+    const box = await createSecretBox(generated);
+    const sealed = await box.seal('a refresh token', 'row-1');
+    expect(sealed).not.toContain('a refresh token');
+    expect(await box.open(sealed, 'row-1')).toBe('a refresh token');
   });
 
   it('names its key by the first 4 bytes of its SHA-256, and seals under the current key only', async () => {
