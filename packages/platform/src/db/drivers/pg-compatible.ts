@@ -14,7 +14,6 @@ export interface PgCompatiblePool {
   connect(): Promise<PgCompatibleClient>;
   query(text: string, params?: unknown[]): Promise<{ rows: Row[] }>;
   on(event: 'error', listener: (err: Error) => void): unknown;
-  on(event: 'connect', listener: (client: PgCompatibleClient) => void): unknown;
   end(): Promise<void>;
   readonly totalCount: number;
   readonly idleCount: number;
@@ -35,7 +34,11 @@ type ConnectCallback = (err: Error | undefined, client?: PgCompatibleClient, don
  *   neither serves nor fails them, so they would wait out connectionTimeoutMillis. A client that
  *   arrives for a caller already failed goes straight back (to a pool that is ending: it is closed).
  */
-export function wrapConnect(pool: PgCompatiblePool): (err: Error) => void {
+export function wrapConnect(
+  pool: PgCompatiblePool,
+  /** Run on a client before it is handed out; a promise only for a client not yet prepared. */
+  prepare?: (client: PgCompatibleClient) => Promise<unknown> | undefined,
+): (err: Error) => void {
   // biome-ignore lint/suspicious/noExplicitAny: connect() is overloaded (callback and promise forms) and pool.query() calls the callback form through `this`
   const target = pool as any;
   const connect = target.connect.bind(pool);
@@ -54,10 +57,28 @@ export function wrapConnect(pool: PgCompatiblePool): (err: Error) => void {
         client?.release();
         return;
       }
-      settled = true;
-      waiting.delete(fail);
-      if (err || !client) callback(err);
-      else callback(undefined, wrapClient(client), done);
+      if (err || !client) {
+        settled = true;
+        waiting.delete(fail);
+        return callback(err);
+      }
+      const hand = () => {
+        if (settled) return client.release();
+        settled = true;
+        waiting.delete(fail);
+        callback(undefined, wrapClient(client), done);
+      };
+      // Awaited before the caller gets the client: a query queued behind another on one client is
+      // deprecated in node-postgres 8 and gone in 9.
+      const ready = prepare?.(client);
+      if (!ready) return hand();
+      ready.then(hand, (failed: Error) => {
+        client.release(failed);
+        if (settled) return;
+        settled = true;
+        waiting.delete(fail);
+        callback(failed);
+      });
     });
   };
   target.connect = (callback?: ConnectCallback) => {
@@ -97,9 +118,8 @@ function track(client: PgCompatibleClient): PgCompatibleClient {
 }
 
 /**
- * STATEMENT_TIMEOUT_MS on the application pool: a session setting made as each connection opens (it
- * runs before the connection's first query, queued ahead of it on the client: a round trip per
- * connection, not per query). Only where sessions last (direct, a session pooler): behind a transaction
+ * STATEMENT_TIMEOUT_MS on the application pool: a session setting made as each connection is first
+ * handed out (a round trip per connection, not per query). Only where sessions last (direct, a session pooler): behind a transaction
  * pooler a SET would land on a server connection other clients share, so there it is left to the
  * role (`ALTER ROLE … SET statement_timeout`) or the pooler (docs/poolers.md).
  */
@@ -126,16 +146,20 @@ export function wrapPgCompatiblePool(
   pool.on('error', (err) => {
     if (!ending) log.warn('idle database client failed', { pool: role, err });
   });
-  const failWaiting = wrapConnect(pool);
   const bounded = timeout !== undefined && timeout.statementTimeoutMs > 0;
   const setStatementTimeout = (client: PgCompatibleClient, ms: number) =>
     client.query(`SET statement_timeout = ${Math.trunc(ms)}`);
-  if (bounded) {
-    pool.on('connect', (client) => {
-      // A failure here fails the connection's next query too, which reports it.
-      if (timeout.sessionsLast()) setStatementTimeout(client, timeout.statementTimeoutMs).catch(() => {});
-    });
-  }
+  const prepared = new WeakSet<object>();
+  const failWaiting = wrapConnect(
+    pool,
+    bounded
+      ? (client) => {
+          if (prepared.has(client)) return undefined;
+          prepared.add(client);
+          return timeout.sessionsLast() ? setStatementTimeout(client, timeout.statementTimeoutMs) : undefined;
+        }
+      : undefined,
+  );
   return {
     db,
     query: <R extends Row>(text: string, params?: unknown[]) =>
