@@ -10,7 +10,9 @@
 // over the 20 with a backlog) and the claim is measured again, with one EXPLAIN ANALYZE: the rows it
 // read of invoice_pushes, and no sequential scan.
 // Last line: `result: claim_ms_20=… claim_ms_2000=… claim_ms_10000=… scale_ratio=… wal_bytes_per_push=…
-// full_vs_empty=…` (medians; wal over the full-window claims at the largest count).
+// full_vs_empty=… … claimers_3_vs_1=… claimers_6_vs_1=… claimers_duplicates=…` (medians; wal over the
+// full-window claims at the largest count; claimers_N_vs_1: pushes per second with N claimers ÷ with one,
+// targets ≥ 1.0 with 0 duplicates).
 
 import type { DatabaseHandle } from '@honest-health/platform/db';
 import pg from 'pg';
@@ -23,7 +25,7 @@ import { freshDatabase } from '../test/support/databases.js';
 import { startCluster } from '../test/support/postgres.js';
 import { captureLog, openDatabase, queueBacklog } from '../test/support/ticks.js';
 import { clusterCpu, clusterCpuDelta, machineBusySeconds } from './support/cpu.js';
-import { intEnv, printResults, progress, table } from './support/report.js';
+import { intEnv, printResults, progress, table, verdict } from './support/report.js';
 import { median, percentile, round1, round3 } from './support/stats.js';
 
 const COUNTS = (process.env.BENCH_TENANT_COUNTS ?? '20,2000,10000').split(',').map(Number);
@@ -242,6 +244,8 @@ try {
     claim_ms_median: number;
     lock_wait_share: number;
     db_cpu_cores: number | null;
+    /** Pushes claimed again while a claimer held them, or after they were settled: must be 0. */
+    duplicates: number;
   }
 
   /** `claimers` handles claiming and settling back to back for CONTENTION_S; pg_stat_activity sampled. */
@@ -254,6 +258,9 @@ try {
     handles.push(...own);
     const ms: number[] = [];
     let pushes = 0;
+    // Every claimed push is settled `pushed` at once: a push claimed twice in a run is a duplicate.
+    const seen = new Set<string>();
+    let duplicates = 0;
     let samples = 0;
     let waiting = 0;
     const stopAt = performance.now() + CONTENTION_S * 1000;
@@ -280,6 +287,10 @@ try {
           const { claim, settle } = await claimAndSettle(db, `claimer-${claimers}-${i}`, LIFTED);
           ms.push(performance.now() - t0);
           pushes += claim.pushes.length;
+          for (const p of claim.pushes) {
+            if (seen.has(p.id)) duplicates += 1;
+            seen.add(p.id);
+          }
           await settle();
         }
       }),
@@ -296,6 +307,7 @@ try {
       claim_ms_median: round1(median(ms)),
       lock_wait_share: round3(samples ? waiting / samples : Number.NaN),
       db_cpu_cores: cpu0 && cpu1 ? round3(clusterCpuDelta(cpu0, cpu1) / elapsed) : null,
+      duplicates,
     };
     progress(
       `${JSON.stringify(c)} (machine busy ${busy0 !== undefined && busy1 !== undefined ? round1((busy1 - busy0) / elapsed) : '?'} cores)`,
@@ -374,7 +386,15 @@ try {
   );
   console.log(
     table([
-      ['claimers', 'claims/s', 'pushes/s', 'claim ms median', 'lock-wait share', 'db CPU cores'],
+      [
+        'claimers',
+        'claims/s',
+        'pushes/s',
+        'claim ms median',
+        'lock-wait share',
+        'db CPU cores',
+        'duplicates',
+      ],
       ...contentions.map((c) => [
         String(c.claimers),
         String(c.claims_per_s),
@@ -382,7 +402,20 @@ try {
         String(c.claim_ms_median),
         String(c.lock_wait_share),
         String(c.db_cpu_cores ?? 'n/a'),
+        String(c.duplicates),
       ]),
+    ]),
+  );
+  const duplicates = contentions.reduce((n, c) => n + c.duplicates, 0);
+  const checks: [string, number, string, boolean][] = [
+    ['claimers_3_vs_1', ratio(contentions, 3), '≥ 1.0', ratio(contentions, 3) >= 1],
+    ['claimers_6_vs_1', ratio(contentions, 6), '≥ 1.0', ratio(contentions, 6) >= 1],
+    ['claimers_duplicates', duplicates, '= 0', duplicates === 0],
+  ];
+  console.log(
+    table([
+      ['check', 'value', 'target', 'result'],
+      ...checks.map(([name, value, target, ok]) => [name, String(round3(value)), target, verdict(ok)]),
     ]),
   );
   const ms = (n: number) => full(n)?.claim_ms_median;
@@ -408,6 +441,7 @@ try {
       history_push_rows_read: plan.read.invoice_pushes,
       claimers_3_vs_1: ratio(contentions, 3),
       claimers_6_vs_1: ratio(contentions, 6),
+      claimers_duplicates: duplicates,
     },
   );
 } finally {
