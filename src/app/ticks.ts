@@ -33,6 +33,7 @@ export function createTicks({ config, xero, box, owner, log }: TickSetup) {
         owner,
         maxAttempts: config.pushMaxAttempts,
         batchSize: config.pushBatchSize,
+        maxPayloadBytes: config.pushClaimMaxPayloadBytes,
         leaseMs,
         backoff: config.backoff,
         log,
