@@ -309,8 +309,8 @@ async function claimOnce(db: Database, o: ClaimOptions, lockApp: boolean): Promi
         WHERE w.upto < total.n AND w.bytes < ${maxBytes}),
       offer AS (SELECT k, id, n FROM walk WHERE id IS NOT NULL AND n > 0),
       granted AS (
-        -- The room is computed once, from the row's latest version (locked above), and spent on every
-        -- counter.
+        -- The walk counted the room on the row as locked, and the lock is still held: no other
+        -- statement changed it since, so the offer is spent as it is, on every counter.
         UPDATE xero_connections c SET
           (budget_slots, budget_minute_counts, budget_minute_at, budget_day_counts, budget_day_at, budget_served_at) = (
             SELECT ${slotsAdd(sql`c.budget_slots`, sql`stamp.slot`, sql`r.g`)},
@@ -319,10 +319,9 @@ async function claimOnce(db: Database, o: ClaimOptions, lockApp: boolean): Promi
                    ${windowAdd(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`stamp.day_at`, day.n, sql`r.g`)},
                    greatest(c.budget_day_at, stamp.day_at),
                    CASE WHEN r.g > 0 THEN stamp.at ELSE c.budget_served_at END
-            FROM (SELECT greatest(0, least(o.n, ${room(b)}))::int AS g) AS r)
+            FROM (SELECT o.n AS g) AS r)
         FROM offer o CROSS JOIN stamp
-        WHERE c.id = o.id AND ${slotsHeld(sql`c.budget_slots`)} < ${b.concurrent}
-          AND c.id = ANY(ARRAY(SELECT id FROM offer))
+        WHERE c.id = o.id AND c.id = ANY(ARRAY(SELECT id FROM offer))
         RETURNING c.id, (SELECT count(*) FROM unnest(c.budget_slots) AS s WHERE s = stamp.slot)::int AS n),
       picked AS (
         SELECT p.*, sum(p.size) OVER (ORDER BY o.k, p.next_attempt_at, p.id ROWS UNBOUNDED PRECEDING) AS run,
