@@ -41,6 +41,10 @@ const BACKLOG_TENANTS = 20;
 const BACKLOG_EACH = intEnv('BENCH_BACKLOG_EACH', 2500);
 const CONTENTION_S = intEnv('BENCH_CONTENTION_S', 5);
 const CLAIMERS = (process.env.BENCH_CLAIMERS ?? '1,3,6').split(',').map(Number);
+// The claimer counts run in alternating order over this many rounds; a ratio is the median of its rounds'.
+const CONTENTION_ROUNDS = intEnv('BENCH_CONTENTION_ROUNDS', 2);
+/** How long a claimer whose claim came back empty waits before its next (a tick's interval is ≥ 100 ms). */
+const EMPTY_WAIT_MS = intEnv('BENCH_EMPTY_WAIT_MS', 50);
 /** Settled (pushed and dead) pushes added before the last measurement. */
 const HISTORY = intEnv('BENCH_HISTORY', 1_000_000);
 
@@ -238,7 +242,10 @@ try {
   }
 
   interface Contention {
+    round: number;
     claimers: number;
+    /** Claims that came back with no push. */
+    empty_claims: number;
     claims_per_s: number;
     pushes_per_s: number;
     claim_ms_median: number;
@@ -249,11 +256,11 @@ try {
   }
 
   /** `claimers` handles claiming and settling back to back for CONTENTION_S; pg_stat_activity sampled. */
-  async function contention(claimers: number): Promise<Contention> {
+  async function contention(claimers: number, round: number): Promise<Contention> {
     await windows(false);
     // A fresh backlog for each run: the runs before it may have drained the first one.
     for (const [i, id] of backlogTenants.entries())
-      await queueBacklog(handle.db, org.id, id, BACKLOG_EACH, `contention-${claimers}-${i}`);
+      await queueBacklog(handle.db, org.id, id, BACKLOG_EACH, `contention-${round}-${claimers}-${i}`);
     const own = await Promise.all(Array.from({ length: claimers }, () => openDatabase(url, log)));
     handles.push(...own);
     const ms: number[] = [];
@@ -261,6 +268,7 @@ try {
     // Every claimed push is settled `pushed` at once: a push claimed twice in a run is a duplicate.
     const seen = new Set<string>();
     let duplicates = 0;
+    let empty = 0;
     let samples = 0;
     let waiting = 0;
     const stopAt = performance.now() + CONTENTION_S * 1000;
@@ -287,11 +295,14 @@ try {
           const { claim, settle } = await claimAndSettle(db, `claimer-${claimers}-${i}`, LIFTED);
           ms.push(performance.now() - t0);
           pushes += claim.pushes.length;
+          if (claim.pushes.length === 0) empty += 1;
           for (const p of claim.pushes) {
             if (seen.has(p.id)) duplicates += 1;
             seen.add(p.id);
           }
           await settle();
+          // As a tick that claims nothing waits for its next run, rather than claiming again at once.
+          if (claim.pushes.length === 0) await new Promise((r) => setTimeout(r, EMPTY_WAIT_MS));
         }
       }),
     );
@@ -301,7 +312,9 @@ try {
     const busy1 = machineBusySeconds();
     await Promise.all(own.map((h) => h.close()));
     const c: Contention = {
+      round,
       claimers,
+      empty_claims: empty,
       claims_per_s: round1(ms.length / elapsed),
       pushes_per_s: Math.round(pushes / elapsed),
       claim_ms_median: round1(median(ms)),
@@ -352,7 +365,9 @@ try {
   );
 
   const contentions: Contention[] = [];
-  for (const n of CLAIMERS) contentions.push(await contention(n));
+  for (let round = 1; round <= CONTENTION_ROUNDS; round++)
+    for (const n of round % 2 === 1 ? CLAIMERS : [...CLAIMERS].reverse())
+      contentions.push(await contention(n, round));
   await sql.end();
 
   const full = (n: number) => scenarios.find((s) => s.tenants === n && s.windows === 'full' && !s.history);
@@ -387,8 +402,10 @@ try {
   console.log(
     table([
       [
+        'round',
         'claimers',
         'claims/s',
+        'empty claims',
         'pushes/s',
         'claim ms median',
         'lock-wait share',
@@ -396,8 +413,10 @@ try {
         'duplicates',
       ],
       ...contentions.map((c) => [
+        String(c.round),
         String(c.claimers),
         String(c.claims_per_s),
+        String(c.empty_claims),
         String(c.pushes_per_s),
         String(c.claim_ms_median),
         String(c.lock_wait_share),
@@ -449,9 +468,16 @@ try {
   await cluster.remove();
 }
 
-/** Pushes per second with `n` claimers ÷ with one. */
-function ratio(runs: readonly { claimers: number; pushes_per_s: number }[], n: number): number {
-  const one = runs.find((r) => r.claimers === 1)?.pushes_per_s;
-  const many = runs.find((r) => r.claimers === n)?.pushes_per_s;
-  return one && many ? many / one : Number.NaN;
+/** Pushes per second with `n` claimers ÷ with one, in the same round; the median over rounds. */
+function ratio(
+  runs: readonly { round: number; claimers: number; pushes_per_s: number }[],
+  n: number,
+): number {
+  const perRound = runs
+    .filter((r) => r.claimers === n)
+    .map((many) => {
+      const one = runs.find((r) => r.claimers === 1 && r.round === many.round)?.pushes_per_s;
+      return one ? many.pushes_per_s / one : Number.NaN;
+    });
+  return perRound.length > 0 ? median(perRound) : Number.NaN;
 }
