@@ -43,8 +43,8 @@ const CONTENTION_S = intEnv('BENCH_CONTENTION_S', 5);
 const CLAIMERS = (process.env.BENCH_CLAIMERS ?? '1,3,6').split(',').map(Number);
 // The claimer counts run in alternating order over this many rounds; a ratio is the median of its rounds'.
 const CONTENTION_ROUNDS = intEnv('BENCH_CONTENTION_ROUNDS', 2);
-/** How long a claimer whose claim came back empty waits before its next (a tick's interval is ≥ 100 ms). */
-const EMPTY_WAIT_MS = intEnv('BENCH_EMPTY_WAIT_MS', 50);
+/** How long a claimer whose claim came back empty waits before its next: TICK_INTERVAL_MS's least. */
+const EMPTY_WAIT_MS = intEnv('BENCH_EMPTY_WAIT_MS', 100);
 /** Settled (pushed and dead) pushes added before the last measurement. */
 const HISTORY = intEnv('BENCH_HISTORY', 1_000_000);
 
