@@ -4,8 +4,11 @@
 // app's minute 5,040) and with empty ones, in alternating order over BENCH_ROUNDS rounds. Per claim of BENCH_BATCH pushes: its time, the WAL
 // it wrote (pg_current_wal_lsn before and after) and the cluster's CPU. The settle that gives the
 // budget back runs after each claim, outside what is measured. Then, at the largest count, 1, 3 and 6
-// claimers claim and settle back to back (the minute lifted, Xero's 5 in flight kept) and the app row's
-// contention is read from pg_stat_activity: the share of samples in which a claim waited on a lock.
+// claimers claim and settle back to back (the minute lifted, Xero's 5 in flight kept; a claimer whose
+// claim came back empty waits BENCH_EMPTY_WAIT_MS, as a tick waits for its next run), in alternating
+// order over BENCH_CONTENTION_ROUNDS rounds, each on a fresh backlog; pg_stat_activity is sampled for
+// the share of samples in which a claim waited on a lock, and every claimed push is checked against
+// those claimed before it in the run (a push claimed twice is a duplicate).
 // Before that, BENCH_HISTORY (1,000,000) pushed and dead pushes are added (half over every tenant, half
 // over the 20 with a backlog) and the claim is measured again, with one EXPLAIN ANALYZE: the rows it
 // read of invoice_pushes, and no sequential scan.
