@@ -4,13 +4,18 @@
 // app's minute 5,040) and with empty ones, in alternating order over BENCH_ROUNDS rounds. Per claim of BENCH_BATCH pushes: its time, the WAL
 // it wrote (pg_current_wal_lsn before and after) and the cluster's CPU. The settle that gives the
 // budget back runs after each claim, outside what is measured. Then, at the largest count, 1, 3 and 6
-// claimers claim and settle back to back (the minute lifted, Xero's 5 in flight kept) and the app row's
-// contention is read from pg_stat_activity: the share of samples in which a claim waited on a lock.
+// claimers claim and settle back to back (the minute lifted, Xero's 5 in flight kept; a claimer whose
+// claim came back empty waits BENCH_EMPTY_WAIT_MS, as a tick waits for its next run), in alternating
+// order over BENCH_CONTENTION_ROUNDS rounds, each on a fresh backlog; pg_stat_activity is sampled for
+// the share of samples in which a claim waited on a lock, and every claimed push is checked against
+// those claimed before it in the run (a push claimed twice is a duplicate).
 // Before that, BENCH_HISTORY (1,000,000) pushed and dead pushes are added (half over every tenant, half
 // over the 20 with a backlog) and the claim is measured again, with one EXPLAIN ANALYZE: the rows it
 // read of invoice_pushes, and no sequential scan.
 // Last line: `result: claim_ms_20=… claim_ms_2000=… claim_ms_10000=… scale_ratio=… wal_bytes_per_push=…
-// full_vs_empty=…` (medians; wal over the full-window claims at the largest count).
+// full_vs_empty=… … claimers_3_vs_1=… claimers_6_vs_1=… claimers_duplicates=…` (medians; wal over the
+// full-window claims at the largest count; claimers_N_vs_1: pushes per second with N claimers ÷ with one,
+// targets ≥ 1.0 with 0 duplicates).
 
 import type { DatabaseHandle } from '@honest-health/platform/db';
 import pg from 'pg';
@@ -23,7 +28,7 @@ import { freshDatabase } from '../test/support/databases.js';
 import { startCluster } from '../test/support/postgres.js';
 import { captureLog, openDatabase, queueBacklog } from '../test/support/ticks.js';
 import { clusterCpu, clusterCpuDelta, machineBusySeconds } from './support/cpu.js';
-import { intEnv, printResults, progress, table } from './support/report.js';
+import { intEnv, printResults, progress, table, verdict } from './support/report.js';
 import { median, percentile, round1, round3 } from './support/stats.js';
 
 const COUNTS = (process.env.BENCH_TENANT_COUNTS ?? '20,2000,10000').split(',').map(Number);
@@ -39,6 +44,10 @@ const BACKLOG_TENANTS = 20;
 const BACKLOG_EACH = intEnv('BENCH_BACKLOG_EACH', 2500);
 const CONTENTION_S = intEnv('BENCH_CONTENTION_S', 5);
 const CLAIMERS = (process.env.BENCH_CLAIMERS ?? '1,3,6').split(',').map(Number);
+// The claimer counts run in alternating order over this many rounds; a ratio is the median of its rounds'.
+const CONTENTION_ROUNDS = intEnv('BENCH_CONTENTION_ROUNDS', 2);
+/** How long a claimer whose claim came back empty waits before its next: TICK_INTERVAL_MS's least. */
+const EMPTY_WAIT_MS = intEnv('BENCH_EMPTY_WAIT_MS', 100);
 /** Settled (pushed and dead) pushes added before the last measurement. */
 const HISTORY = intEnv('BENCH_HISTORY', 1_000_000);
 
@@ -236,24 +245,33 @@ try {
   }
 
   interface Contention {
+    round: number;
     claimers: number;
+    /** Claims that came back with no push. */
+    empty_claims: number;
     claims_per_s: number;
     pushes_per_s: number;
     claim_ms_median: number;
     lock_wait_share: number;
     db_cpu_cores: number | null;
+    /** Pushes claimed again while a claimer held them, or after they were settled: must be 0. */
+    duplicates: number;
   }
 
   /** `claimers` handles claiming and settling back to back for CONTENTION_S; pg_stat_activity sampled. */
-  async function contention(claimers: number): Promise<Contention> {
+  async function contention(claimers: number, round: number): Promise<Contention> {
     await windows(false);
     // A fresh backlog for each run: the runs before it may have drained the first one.
     for (const [i, id] of backlogTenants.entries())
-      await queueBacklog(handle.db, org.id, id, BACKLOG_EACH, `contention-${claimers}-${i}`);
+      await queueBacklog(handle.db, org.id, id, BACKLOG_EACH, `contention-${round}-${claimers}-${i}`);
     const own = await Promise.all(Array.from({ length: claimers }, () => openDatabase(url, log)));
     handles.push(...own);
     const ms: number[] = [];
     let pushes = 0;
+    // Every claimed push is settled `pushed` at once: a push claimed twice in a run is a duplicate.
+    const seen = new Set<string>();
+    let duplicates = 0;
+    let empty = 0;
     let samples = 0;
     let waiting = 0;
     const stopAt = performance.now() + CONTENTION_S * 1000;
@@ -280,7 +298,14 @@ try {
           const { claim, settle } = await claimAndSettle(db, `claimer-${claimers}-${i}`, LIFTED);
           ms.push(performance.now() - t0);
           pushes += claim.pushes.length;
+          if (claim.pushes.length === 0) empty += 1;
+          for (const p of claim.pushes) {
+            if (seen.has(p.id)) duplicates += 1;
+            seen.add(p.id);
+          }
           await settle();
+          // As a tick that claims nothing waits for its next run, rather than claiming again at once.
+          if (claim.pushes.length === 0) await new Promise((r) => setTimeout(r, EMPTY_WAIT_MS));
         }
       }),
     );
@@ -290,12 +315,15 @@ try {
     const busy1 = machineBusySeconds();
     await Promise.all(own.map((h) => h.close()));
     const c: Contention = {
+      round,
       claimers,
+      empty_claims: empty,
       claims_per_s: round1(ms.length / elapsed),
       pushes_per_s: Math.round(pushes / elapsed),
       claim_ms_median: round1(median(ms)),
       lock_wait_share: round3(samples ? waiting / samples : Number.NaN),
       db_cpu_cores: cpu0 && cpu1 ? round3(clusterCpuDelta(cpu0, cpu1) / elapsed) : null,
+      duplicates,
     };
     progress(
       `${JSON.stringify(c)} (machine busy ${busy0 !== undefined && busy1 !== undefined ? round1((busy1 - busy0) / elapsed) : '?'} cores)`,
@@ -340,7 +368,9 @@ try {
   );
 
   const contentions: Contention[] = [];
-  for (const n of CLAIMERS) contentions.push(await contention(n));
+  for (let round = 1; round <= CONTENTION_ROUNDS; round++)
+    for (const n of round % 2 === 1 ? CLAIMERS : [...CLAIMERS].reverse())
+      contentions.push(await contention(n, round));
   await sql.end();
 
   const full = (n: number) => scenarios.find((s) => s.tenants === n && s.windows === 'full' && !s.history);
@@ -374,15 +404,40 @@ try {
   );
   console.log(
     table([
-      ['claimers', 'claims/s', 'pushes/s', 'claim ms median', 'lock-wait share', 'db CPU cores'],
+      [
+        'round',
+        'claimers',
+        'claims/s',
+        'empty claims',
+        'pushes/s',
+        'claim ms median',
+        'lock-wait share',
+        'db CPU cores',
+        'duplicates',
+      ],
       ...contentions.map((c) => [
+        String(c.round),
         String(c.claimers),
         String(c.claims_per_s),
+        String(c.empty_claims),
         String(c.pushes_per_s),
         String(c.claim_ms_median),
         String(c.lock_wait_share),
         String(c.db_cpu_cores ?? 'n/a'),
+        String(c.duplicates),
       ]),
+    ]),
+  );
+  const duplicates = contentions.reduce((n, c) => n + c.duplicates, 0);
+  const checks: [string, number, string, boolean][] = [
+    ['claimers_3_vs_1', ratio(contentions, 3), '≥ 1.0', ratio(contentions, 3) >= 1],
+    ['claimers_6_vs_1', ratio(contentions, 6), '≥ 1.0', ratio(contentions, 6) >= 1],
+    ['claimers_duplicates', duplicates, '= 0', duplicates === 0],
+  ];
+  console.log(
+    table([
+      ['check', 'value', 'target', 'result'],
+      ...checks.map(([name, value, target, ok]) => [name, String(round3(value)), target, verdict(ok)]),
     ]),
   );
   const ms = (n: number) => full(n)?.claim_ms_median;
@@ -408,6 +463,7 @@ try {
       history_push_rows_read: plan.read.invoice_pushes,
       claimers_3_vs_1: ratio(contentions, 3),
       claimers_6_vs_1: ratio(contentions, 6),
+      claimers_duplicates: duplicates,
     },
   );
 } finally {
@@ -415,9 +471,16 @@ try {
   await cluster.remove();
 }
 
-/** Pushes per second with `n` claimers ÷ with one. */
-function ratio(runs: readonly { claimers: number; pushes_per_s: number }[], n: number): number {
-  const one = runs.find((r) => r.claimers === 1)?.pushes_per_s;
-  const many = runs.find((r) => r.claimers === n)?.pushes_per_s;
-  return one && many ? many / one : Number.NaN;
+/** Pushes per second with `n` claimers ÷ with one, in the same round; the median over rounds. */
+function ratio(
+  runs: readonly { round: number; claimers: number; pushes_per_s: number }[],
+  n: number,
+): number {
+  const perRound = runs
+    .filter((r) => r.claimers === n)
+    .map((many) => {
+      const one = runs.find((r) => r.claimers === 1 && r.round === many.round)?.pushes_per_s;
+      return one ? many.pushes_per_s / one : Number.NaN;
+    });
+  return perRound.length > 0 ? median(perRound) : Number.NaN;
 }

@@ -5,12 +5,15 @@
 import type { SecretBox } from '@honest-health/platform/crypto';
 import type { DatabaseHandle } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccessTokenCache } from '../src/app/connections/grants.js';
 import { refreshExpiringTokens } from '../src/app/connections/refresh-tokens.js';
-import { XERO_BUDGET } from '../src/app/push/budget.js';
-import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
+import { subWindows, XERO_BUDGET } from '../src/app/push/budget.js';
+import { claimPushes } from '../src/app/push/claim.js';
+import { settlePushes } from '../src/app/push/settle.js';
+import { KEY_RESEND_WITHIN_MS, type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
@@ -235,5 +238,165 @@ describe('push tick, per push', () => {
       xero_invoice_id: null,
     });
     expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(2);
+  });
+});
+
+describe('a claim returns what it sends', () => {
+  /** An invoice of about `kib` KiB: long line descriptions. */
+  const bigInvoice = (kib: number) => ({
+    contact: { name: 'Big Customer' },
+    lineItems: Array.from({ length: kib }, (_, i) => ({
+      description: `${i}:${'x'.repeat(1000)}`,
+      quantity: '1',
+      unitAmount: '1.00',
+    })),
+    date: '2026-11-29',
+    currency: 'NZD',
+  });
+  const bytesOf = (payload: unknown) => Buffer.byteLength(JSON.stringify(payload));
+
+  it('bounds the payload bytes a claim returns (big invoices: fewer claimed), and puts back ids without payloads', async () => {
+    const { url, handle } = await database();
+    // Four tenants with 3 invoices of ~200 KiB each: 12 sends, 2.4 MiB, against a bound of 1 MiB.
+    const tenants = await Promise.all(
+      [1, 2, 3, 4].map((i) => connectedOrganization(handle.db, box, sandbox, `Big Co ${i}`)),
+    );
+    for (const [i, t] of tenants.entries())
+      for (let n = 0; n < 3; n++) await queuePush(handle.db, t.org.id, `big-${i}-${n}`, bigInvoice(200));
+    // Put-backs: a tenant whose token is about to expire, and a push with no connection.
+    const stale = await connectedOrganization(handle.db, box, sandbox, 'Stale Token Co');
+    const staleIds = [
+      await queuePush(handle.db, stale.org.id, 'stale-1', bigInvoice(200)),
+      await queuePush(handle.db, stale.org.id, 'stale-2', bigInvoice(200)),
+    ];
+    await handle.db.execute(
+      sql`UPDATE xero_grants SET access_expires_at = now() WHERE id = ${stale.grantId}`,
+    );
+    const orphan = await queuePush(handle.db, stale.org.id, 'orphan-1', bigInvoice(200));
+    await handle.db.execute(sql`UPDATE invoice_pushes SET connection_id = NULL WHERE id = ${orphan}`);
+
+    const bound = 1024 * 1024;
+    const claim = await claimPushes(handle.db, {
+      owner: 'replica-a',
+      leaseMs: 60_000,
+      batchSize: 50,
+      budget: XERO_BUDGET,
+      maxPayloadBytes: bound,
+      sends: { markerPrefix: 'https://example.com/api/invoices/', resendWithinMs: KEY_RESEND_WITHIN_MS },
+    });
+    const sends = claim.pushes.filter((p) => p.marked);
+    const putBacks = claim.pushes.filter((p) => !p.marked);
+    // A tick of big invoices claims fewer sends: as many as the bound holds, and at least one.
+    expect(sends.length).toBeGreaterThan(0);
+    expect(sends.length).toBeLessThan(12);
+    expect(sends.reduce((n, p) => n + bytesOf(p.payload), 0)).toBeLessThanOrEqual(bound);
+    for (const p of sends) expect(bytesOf(p.payload)).toBeGreaterThan(200_000);
+    // The put-backs are claimed (their lease written) as ids, with no payload.
+    expect(putBacks.map((p) => p.id).sort()).toEqual([...staleIds, orphan].sort());
+    for (const p of putBacks) expect(p.payload ?? null).toBeNull();
+    // What the bound left is not leased, and has spent no attempt.
+    const { rows } = await handle.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM invoice_pushes WHERE lease_owner IS NULL AND attempts = 0 AND status = 'queued'`,
+    );
+    expect(rows[0]?.n).toBe(12 - sends.length);
+    const granted = claim.grants.reduce((n, g) => n + g.granted, 0);
+    expect(granted).toBeGreaterThanOrEqual(sends.length);
+    await settlePushes(
+      handle.db,
+      'replica-a',
+      claim.pushes.map((p) => ({ id: p.id, attempts: p.attempts - 1, retryInMs: 0, key: 'unsent' as const })),
+      claim.grants,
+      new Map(),
+    );
+
+    // The tick drains them all over several runs, each within the bound.
+    const run = deps({ maxPayloadBytes: bound });
+    await handle.db.execute(sql`UPDATE xero_grants SET access_expires_at = now() + interval '1 hour'`);
+    let pushed = 0;
+    for (let i = 0; i < 20 && pushed < 15; i++) pushed += (await pushDueInvoices(handle.db, run)).pushed;
+    expect(pushed).toBe(14);
+    expect(await pushRow(url, orphan)).toMatchObject({ status: 'awaiting_connection' });
+  });
+});
+
+describe('claimers side by side', () => {
+  const claimWith = (db: DatabaseHandle['db'], owner: string, budget = XERO_BUDGET, batchSize = 50) =>
+    claimPushes(db, {
+      owner,
+      leaseMs: 60_000,
+      batchSize,
+      budget,
+      sends: { markerPrefix: 'https://example.com/api/invoices/', resendWithinMs: KEY_RESEND_WITHIN_MS },
+    });
+
+  it('a claim passes over the tenants another holds, never waiting for them', async () => {
+    const { url, handle } = await database();
+    const tenants = await Promise.all(
+      [1, 2, 3, 4].map((i) => connectedOrganization(handle.db, box, sandbox, `Side Co ${i}`)),
+    );
+    for (const [i, t] of tenants.entries()) await queueMany(handle, t.org.id, `side-${i}`, 5);
+    // Another claim (or a settle) holds the first two tenants' rows until it commits.
+    const other = new pg.Client(url);
+    await other.connect();
+    // This claim gives up on any lock it waits a second for: it must wait for none.
+    const impatient = new pg.Pool({ connectionString: url, max: 1, options: '-c lock_timeout=1000' });
+    try {
+      await other.query('BEGIN');
+      await other.query('SELECT id FROM xero_connections WHERE id = ANY($1::uuid[]) FOR UPDATE', [
+        tenants.slice(0, 2).map((t) => t.connectionId),
+      ]);
+      const claim = await claimWith(drizzle({ client: impatient }), 'run-b');
+      expect(new Set(claim.pushes.map((p) => p.connection_id))).toEqual(
+        new Set(tenants.slice(2).map((t) => t.connectionId)),
+      );
+      expect(claim.pushes).toHaveLength(10);
+      await other.query('COMMIT');
+      // Once they are let go, the next claim serves them.
+      const next = await claimWith(handle.db, 'run-c');
+      expect(new Set(next.pushes.map((p) => p.connection_id))).toEqual(
+        new Set(tenants.slice(0, 2).map((t) => t.connectionId)),
+      );
+    } finally {
+      await other.end();
+      await impatient.end();
+    }
+  });
+
+  it("never spends more of the app's minute than is left when another claim spent it meanwhile", async () => {
+    const { url, handle } = await database();
+    const t = await connectedOrganization(handle.db, box, sandbox, 'App Minute Co');
+    await queueMany(handle, t.org.id, 'app-minute', 5);
+    const budget = { ...XERO_BUDGET, appPerMinute: 1000 };
+    const minute = subWindows(budget, 'minute');
+    const other = new pg.Client(url);
+    await other.connect();
+    try {
+      // Another claim, not yet committed, counts 998 calls of the app's 1,000: this claim's snapshot
+      // shows the minute empty, so it does not lock the app row first.
+      await other.query('BEGIN');
+      await other.query(
+        `UPDATE xero_app_limits SET budget_minute_counts = array_fill(0, ARRAY[${minute.n - 1}]) || 998,
+           budget_minute_at = floor(extract(epoch FROM now()) * 1000 / ${minute.subMs})::bigint WHERE id = 'app'`,
+      );
+      const claiming = claimWith(handle.db, 'run-b', budget, 10);
+      // It runs to its last write, the app's minute, and waits there for the other to commit.
+      for (let waiting = false; !waiting; ) {
+        const { rows } = await other.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE '/* push claim%' AND wait_event_type = 'Lock'`,
+        );
+        waiting = (rows[0]?.n ?? 0) > 0;
+      }
+      await other.query('COMMIT');
+      // Its count would make 998 + 5: the statement fails and it claims again, with the app row locked
+      // first, and gets the 2 left.
+      const claim = await claiming;
+      expect(claim.pushes).toHaveLength(2);
+      const { rows } = await other.query<{ used: number }>(
+        `SELECT (SELECT sum(x) FROM unnest(budget_minute_counts) x)::int AS used FROM xero_app_limits WHERE id = 'app'`,
+      );
+      expect(rows[0]?.used).toBe(1000);
+    } finally {
+      await other.end();
+    }
   });
 });

@@ -2,6 +2,7 @@ import { type Env, int, parseEnv } from '@honest-health/platform';
 import { _default, object, optional, pipe, refine, string, superRefine, transform } from 'zod/mini';
 import { DEFAULT_XERO_SCOPES, missingInvoiceScope } from './connections/scopes.js';
 import { shortenedXeroBudget, XERO_BUDGET, type XeroBudget } from './push/budget.js';
+import { DEFAULT_CLAIM_PAYLOAD_BYTES } from './push/claim-bytes.js';
 
 export interface AppConfig {
   /** Base64 of 32 bytes; undefined only with the embedded database, where a development key is made. */
@@ -14,6 +15,8 @@ export interface AppConfig {
   apiKeyRefreshMs: number;
   pushMaxAttempts: number;
   pushBatchSize: number;
+  /** The most invoice bytes one claim returns (PUSH_CLAIM_MAX_PAYLOAD_BYTES). */
+  pushClaimMaxPayloadBytes: number;
   backoff: { baseMs: number; maxMs: number };
   /** Days pushed and dead pushes are kept (the retention tick); undefined: kept for ever. */
   pushRetentionDays: number | undefined;
@@ -109,6 +112,9 @@ const schema = object({
   REGISTRY_REFRESH_MS: int(100, 3_600_000, 5000),
   PUSH_MAX_ATTEMPTS: int(1, 1000, 12),
   PUSH_BATCH_SIZE: int(1, 1000, 50),
+  // The invoices' JSON text one claim returns, at most: neon-http answers at most 10 MB, and the text
+  // travels there JSON-escaped. At least one invoice's largest (1 MiB, stored as jsonb's text).
+  PUSH_CLAIM_MAX_PAYLOAD_BYTES: int(2 * 1024 * 1024, 8 * 1024 * 1024, DEFAULT_CLAIM_PAYLOAD_BYTES),
   PUSH_BACKOFF_BASE_MS: int(10, 3_600_000, 30_000),
   PUSH_BACKOFF_MAX_MS: int(10, 86_400_000, 3_600_000),
   // Xero: "Unused refresh tokens expire after 60 days" (developer.xero.com/faq/oauth2). At most 30, so
@@ -205,6 +211,7 @@ export function loadAppConfig(env: Env): AppConfig {
     apiKeyRefreshMs: e.REGISTRY_REFRESH_MS,
     pushMaxAttempts: e.PUSH_MAX_ATTEMPTS,
     pushBatchSize: e.PUSH_BATCH_SIZE,
+    pushClaimMaxPayloadBytes: e.PUSH_CLAIM_MAX_PAYLOAD_BYTES,
     backoff: { baseMs: e.PUSH_BACKOFF_BASE_MS, maxMs: e.PUSH_BACKOFF_MAX_MS },
     pushRetentionDays: e.PUSH_RETENTION_DAYS,
     xeroBudget: shortenedXeroBudget(

@@ -40,6 +40,7 @@ export function createTicks({ config, xero, box, log }: TickSetup) {
         owner: run.owner,
         maxAttempts: config.pushMaxAttempts,
         batchSize: config.pushBatchSize,
+        maxPayloadBytes: config.pushClaimMaxPayloadBytes,
         leaseMs,
         backoff: config.backoff,
         log,

@@ -98,6 +98,16 @@ describe('configuration', () => {
     }
   });
 
+  it("bounds the invoice bytes a claim returns: 4 MiB by default, 2 to 8 MiB, under neon-http's 10 MB", () => {
+    expect(loadAppConfig({}).pushClaimMaxPayloadBytes).toBe(4 * 1024 * 1024);
+    expect(loadAppConfig({ PUSH_CLAIM_MAX_PAYLOAD_BYTES: '2097152' }).pushClaimMaxPayloadBytes).toBe(2097152);
+    for (const bytes of ['1048576', '10000000']) {
+      expect(() => loadAppConfig({ PUSH_CLAIM_MAX_PAYLOAD_BYTES: bytes })).toThrow(
+        /PUSH_CLAIM_MAX_PAYLOAD_BYTES/,
+      );
+    }
+  });
+
   it('treats empty variables as unset', () => {
     expect(loadConfig({ PORT: '', DATABASE_URL: '' })).toMatchObject({
       port: 8080,

@@ -6,6 +6,7 @@ export const migrations: Migration[] = [
     "tag": "0000_init",
     "hash": "9584f3e5842823443aae62d03f323a9428db06aeb1ceb1ae9c2cf6c65c54002f",
     "createdAt": 1796169584070,
+    "class": "expand",
     "statements": [
       "CREATE TABLE \"notes\" (\n\t\"id\" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,\n\t\"body\" text NOT NULL,\n\t\"created_at\" timestamp with time zone DEFAULT now() NOT NULL,\n\t\"words\" integer\n);"
     ]

@@ -56,6 +56,7 @@ describe('the notes example on Node, PGlite by default', () => {
     await server.waitForReady();
     expect(server.logs.find((l) => l.msg === 'migrations applied')?.applied).toEqual([
       'platform:0000_platform_tables',
+      'platform:0001_platform_releases',
       '0000_init',
     ]);
 

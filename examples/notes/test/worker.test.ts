@@ -105,7 +105,7 @@ describe('the notes example as a Worker through Hyperdrive, in workerd', () => {
   it('/readyz proves a write through the binding, a route writes a note, scheduled() runs the tick', async () => {
     const url = await freshDatabase(cluster, 'notes');
     expect(JSON.parse(migrate(url))).toEqual({
-      applied: ['platform:0000_platform_tables', '0000_init'],
+      applied: ['platform:0000_platform_tables', 'platform:0001_platform_releases', '0000_init'],
       latest: '0000_init',
     });
     expect(JSON.parse(migrate(url))).toEqual({ applied: [], latest: '0000_init' });

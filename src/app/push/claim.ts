@@ -2,6 +2,7 @@ import type { Database } from '@honest-health/platform';
 import { interval } from '@honest-health/platform';
 import { type SQL, sql } from 'drizzle-orm';
 import { type SubWindows, subWindows, type XeroBudget } from './budget.js';
+import { DEFAULT_CLAIM_PAYLOAD_BYTES } from './claim-bytes.js';
 import { ofConnection } from './connection-range.js';
 import { rowsOf } from './rows.js';
 import { slotsAdd, slotsHeld, windowAdd, windowUsed } from './window-sql.js';
@@ -13,6 +14,7 @@ import { slotsAdd, slotsHeld, windowAdd, windowUsed } from './window-sql.js';
 export interface ClaimedPush {
   id: string;
   connection_id: string | null;
+  /** The invoice, only for a push whose send the claim recorded (`marked`); null for every other. */
   payload: unknown;
   /** Counting this attempt. */
   attempts: number;
@@ -61,10 +63,16 @@ export interface Claim {
 }
 
 export interface ClaimOptions {
+  /** This run: a lease is never taken from another live owner, its own included (expired leases only). */
   owner: string;
   leaseMs: number;
   batchSize: number;
   budget: XeroBudget;
+  /**
+   * The most payload bytes (the invoices' JSON text) one claim returns: the sends stop there, though the
+   * first always goes, however big. Default DEFAULT_CLAIM_PAYLOAD_BYTES.
+   */
+  maxPayloadBytes?: number;
   /** Where the walk over tenants with open pushes starts (a connection id); random when unset. */
   from?: string;
   /** Record the sends among the claimed pushes as about to happen; unset: the claim records none. */
@@ -83,16 +91,22 @@ export interface SendRecord {
 }
 
 /**
- * A due push no live run holds: not even this owner's own lease is taken back (an owner is one run;
- * its leases come back by expiry). Literal status list: it must match the partial indexes' predicate.
+ * A due push with no live lease: a run never takes another's lease, its own included, and a crashed
+ * run's leases come back by expiry. Literal status list: it must match the partial indexes' predicate.
  */
-const due = () => sql`p.status IN ('queued', 'failed') AND p.next_attempt_at <= now()
+const due = sql`p.status IN ('queued', 'failed') AND p.next_attempt_at <= now()
   AND (p.lease_expires_at IS NULL OR p.lease_expires_at < now())`;
 
 /** The same for one tenant's pushes, read in (connection_id, next_attempt_at) order (ofConnection). */
 const dueFor = (tenant: SQL) => sql`p.status IN ('queued', 'failed')
   AND ${ofConnection(tenant)} AND p.next_attempt_at <= now()
   AND (p.lease_expires_at IS NULL OR p.lease_expires_at < now())`;
+
+/**
+ * The SQLSTATE 22P02 message by which the claim's last write refuses an app minute that claims running
+ * beside it spent first: the statement rolls back, and claimPushes claims again with the app row locked.
+ */
+const APP_MINUTE_SPENT = 'push claim: the app minute was spent by a concurrent claim';
 
 const sendable = sql`c.status = 'active' AND g.status = 'active'
   AND g.access_token_enc IS NOT NULL AND g.access_expires_at > now() + interval '5 seconds'`;
@@ -128,31 +142,53 @@ function room(b: XeroBudget): SQL {
 }
 
 /**
- * Claims due pushes within Xero's budget and writes their lease, in one statement:
+ * Claims due pushes within Xero's budget and writes their lease, in one statement, so that claims on
+ * many replicas and isolates run side by side without waiting for one another:
  *
- * 1. locks the app's row (`xero_app_limits`, id 'app') first: claims, settles and signal writes all
- *    queue there, so their updates of several connection rows never deadlock, and the app's minute
- *    is counted by one writer at a time;
- * 2. finds tenants with open pushes by skipping through the (connection_id, next_attempt_at) partial
+ * 1. finds tenants with open pushes by skipping through the (connection_id, next_attempt_at) partial
  *    index, one probe per such tenant, from a random one and at most tenantsVisited() of them:
  *    tenants with nothing queued cost nothing, and neither does how full anyone's windows are (each
  *    is a fixed number of counters);
- * 3. offers the batch and the app's minute to them least recently served first, each as much as it
- *    has due and room for (at most its 5 in-flight slots, as the statement's snapshot shows them),
- *    until the batch is spent: a 10,000-push backlog takes 5 and waits its turn, a tenant whose slots
- *    are all held takes nothing from the others, and a claim writes one budget row per 5 pushes where
- *    tenants have backlogs, not one per push;
- * 4. grants each tenant what its own row allows (5 in flight, 60 a rolling minute, 5,000 a rolling
- *    day), computed by the UPDATE from the latest row version, so two replicas claiming at once
- *    cannot both spend the same room; a parked tenant (429 `day`) or a paused app (429 `appminute`)
- *    gets nothing, and its pushes are not claimed (no attempt spent);
- * 5. leases that many of each tenant's oldest due pushes (FOR UPDATE SKIP LOCKED). A slot's stamp is
- *    the lease expiry, so a crashed replica's slots come back when its leases expire.
+ * 2. locks, least recently served first, as many of them as the batch can use (FOR UPDATE SKIP
+ *    LOCKED): a tenant another claim or a settle holds is passed over, not waited for, and a locked
+ *    row is read at its latest version, so a tenant another claim served since this statement's
+ *    snapshot is seen with its slots held. Only a tenant with a slot free counts;
+ * 3. offers the batch and the app's minute to the locked tenants in that order, each as much as it has
+ *    due, its room (at most its 5 in-flight slots, 60 a rolling minute, 5,000 a rolling day) and the
+ *    payload bytes left allow, until the batch or the bytes are spent: a 10,000-push backlog takes 5
+ *    and waits its turn, and a claim writes one budget row per 5 pushes where tenants have backlogs;
+ * 4. grants each tenant what its row allows, computed by the UPDATE from the latest row version; a
+ *    parked tenant (429 `day`) or a paused app (429 `appminute`) gets nothing, and its pushes are not
+ *    claimed (no attempt spent);
+ * 5. leases that many of each tenant's oldest due pushes (FOR UPDATE SKIP LOCKED), with the slots'
+ *    stamp as the lease expiry, so a crashed run's slots come back when its leases expire; returns the
+ *    payload only of the pushes it recorded as sent, within maxPayloadBytes;
+ * 6. counts the app's minute last, on the app row's latest version. The app row is read, not locked,
+ *    at the start, unless its minute is nearly spent or the app paused: then it is locked first and
+ *    claims queue there, as they must to share the last calls exactly. A claim that read room another
+ *    claim spent meanwhile fails its last write (APP_MINUTE_SPENT) and is made again, locked first.
  *
+ * Lock order: every statement that locks several connection rows waits for them in id order or skips
+ * them, and takes the app row after them (or, a claim, before them and then skips), so none deadlock.
  * Pushes that cannot be sent (no connection, an inactive one, a token about to expire) are claimed
- * outside the budget, as before: the tick settles them without calling Xero.
+ * outside the budget, as ids: the tick settles them without calling Xero.
  */
 export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim> {
+  try {
+    return await claimOnce(db, o, false);
+  } catch (err) {
+    if (!isAppMinuteSpent(err)) throw err;
+    return claimOnce(db, o, true);
+  }
+}
+
+function isAppMinuteSpent(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++)
+    if (e.message.includes(APP_MINUTE_SPENT)) return true;
+  return false;
+}
+
+async function claimOnce(db: Database, o: ClaimOptions, lockApp: boolean): Promise<Claim> {
   const b = o.budget;
   const minute = subWindows(b, 'minute');
   const day = subWindows(b, 'day');
@@ -161,6 +197,12 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
   const visits = tenantsVisited(o.batchSize);
   // A parameter, not a CTE column, so that the planner can start the index scan there.
   const start = o.from ?? crypto.randomUUID();
+  const maxBytes = o.maxPayloadBytes ?? DEFAULT_CLAIM_PAYLOAD_BYTES;
+  // Below this much of the app's minute left, claims take the app row first and queue there.
+  const nearAppLimit = 4 * o.batchSize;
+  // The payload sent: with sends recorded, exactly those; without, every budgeted push.
+  const sent = o.sends ? recordsSend(o.sends) : sql`true`;
+  const sizeOf = (isSent: SQL) => sql`CASE WHEN ${isSent} THEN octet_length(p.payload::text) ELSE 0 END`;
   const rows = rowsOf<
     ClaimedPush & {
       kind: 'push' | 'grant';
@@ -177,10 +219,21 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
       WITH RECURSIVE stamp AS (
         SELECT now() AS at, now() + ${interval(o.leaseMs)} AS slot, ${start}::uuid AS start,
                ${subWindowAt(minute)} AS minute_at, ${subWindowAt(day)} AS day_at),
-      app AS (
+      app_seen AS (
         SELECT a.id, ${windowUsed(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`stamp.minute_at`)} AS used,
                coalesce(a.paused_until > now(), false) AS paused
-        FROM xero_app_limits a CROSS JOIN stamp WHERE a.id = 'app' FOR UPDATE OF a),
+        FROM xero_app_limits a CROSS JOIN stamp WHERE a.id = 'app'),
+      -- Locked only near the minute's end (or when told): FOR UPDATE reads the row's latest version.
+      app_held AS (
+        SELECT a.id, ${windowUsed(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`stamp.minute_at`)} AS used,
+               coalesce(a.paused_until > now(), false) AS paused
+        FROM xero_app_limits a CROSS JOIN stamp
+        WHERE a.id = 'app' AND (${lockApp}
+          OR (SELECT s.paused OR s.used + ${nearAppLimit} >= ${b.appPerMinute} FROM app_seen s))
+        FOR UPDATE OF a),
+      app AS (
+        SELECT s.id, coalesce(h.used, s.used) AS used, coalesce(h.paused, s.paused) AS paused
+        FROM app_seen s LEFT JOIN app_held h ON true),
       total AS (
         SELECT CASE WHEN app.paused THEN 0
                     ELSE greatest(0, least(${o.batchSize}, ${b.appPerMinute} - app.used)) END AS n
@@ -208,33 +261,56 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
       candidates AS (
         SELECT c.* FROM visited t CROSS JOIN LATERAL (
           -- LIMIT 1 keeps this a lookup by primary key per tenant found, never a join over every connection.
+          -- What the tick needs of the connection is read here, once per tenant, not once per push.
           SELECT c.id, c.budget_served_at AS last_served, (${sendable}) AS sendable,
-                 (c.parked_until IS NULL OR c.parked_until <= now()) AS unparked
-          FROM xero_connections c JOIN xero_grants g ON g.id = c.grant_id
+                 (c.parked_until IS NULL OR c.parked_until <= now()) AS unparked,
+                 c.tenant_id, c.grant_id, (c.status = 'active' AND g.status = 'active') AS active, g.token_version,
+                 (g.access_token_enc IS NOT NULL AND g.access_expires_at > now() + interval '5 seconds') AS token_fresh
+          FROM xero_connections c CROSS JOIN LATERAL (
+            -- Lateral, LIMIT 1: joined, the planner hashed the connection and scanned every grant per tenant.
+            SELECT g.status, g.token_version, g.access_token_enc, g.access_expires_at
+            FROM xero_grants g WHERE g.id = c.grant_id LIMIT 1) g
           WHERE c.id = t.id LIMIT 1) c),
-      -- Materialized: referenced once, it would be inlined into the walk's recursive term and
-      -- aggregated again on every step.
       queue AS MATERIALIZED (
         SELECT coalesce(array_agg(id ORDER BY last_served NULLS FIRST, id), '{}') AS ids
         FROM candidates WHERE sendable AND unparked),
-      -- Offers the batch to the queue in order, each tenant as much as it has due and room for, and
-      -- stops once the batch is spent: a tenant's due pushes and room are counted only when its turn
-      -- comes, so a claim's cost follows the tenants it serves, not the tenants it looked at.
+      -- The queue's tenants with a slot free, locked in its order as the walk asks for them (a CTE is
+      -- read only as far as its reader goes, and the ordinality keeps the order without a sort), passing
+      -- over those another statement holds. Their budget columns as locked: each row's latest version.
+      locked AS MATERIALIZED (
+        SELECT q.k, c.id, c.budget_slots, c.budget_minute_counts, c.budget_minute_at, c.budget_day_counts,
+               c.budget_day_at
+        FROM unnest((SELECT ids FROM queue)) WITH ORDINALITY AS q(id, k)
+        JOIN xero_connections c ON c.id = q.id
+        WHERE ${slotsHeld(sql`c.budget_slots`)} < ${b.concurrent}
+          AND (c.parked_until IS NULL OR c.parked_until <= now())
+        ORDER BY q.k LIMIT ${o.batchSize}
+        FOR UPDATE OF c SKIP LOCKED),
+      -- Offers the batch to the locked tenants in order, each as much as it has due, room for and bytes
+      -- left for, and stops once the batch or the bytes are spent: a tenant is locked, and its due
+      -- pushes and room counted, only when its turn comes, so a claim's cost follows the tenants it
+      -- serves. The next turn is the first locked row after this one, in the order the CTE read them.
       walk AS (
-        SELECT 0 AS i, 0 AS upto, NULL::uuid AS id, 0 AS n
+        SELECT 0::bigint AS k, 0 AS upto, 0::bigint AS bytes, NULL::uuid AS id, 0 AS n
         UNION ALL
-        SELECT w.i + 1, w.upto + x.n, x.id, x.n
-        FROM walk w CROSS JOIN queue q CROSS JOIN total CROSS JOIN LATERAL (
-          SELECT c.id, greatest(0, least(total.n - w.upto,
-                   (SELECT count(*) FROM (SELECT 1 FROM invoice_pushes p WHERE ${dueFor(sql`c.id`)}
-                                          ORDER BY p.connection_id, p.next_attempt_at LIMIT ${b.concurrent}) d)::int,
-                   ${room(b)}))::int AS n
-          FROM xero_connections c CROSS JOIN stamp WHERE c.id = q.ids[w.i + 1]) x
-        WHERE w.i < cardinality(q.ids) AND w.upto < total.n),
-      offer AS (SELECT id, n FROM walk WHERE id IS NOT NULL),
+        SELECT x.k, w.upto + x.n, w.bytes + x.bytes, x.id, x.n
+        FROM walk w CROSS JOIN total CROSS JOIN LATERAL (
+          SELECT c.k, c.id, f.n, f.bytes
+          FROM (SELECT * FROM locked WHERE locked.k > w.k LIMIT 1) c CROSS JOIN stamp
+          CROSS JOIN LATERAL (SELECT greatest(0, least(total.n - w.upto, ${room(b)}))::int AS cap) cap
+          CROSS JOIN LATERAL (
+            SELECT count(*)::int AS n, coalesce(sum(d.size), 0)::bigint AS bytes
+            FROM (SELECT d.size, d.r, sum(d.size) OVER (ORDER BY d.r ROWS UNBOUNDED PRECEDING) AS run
+                  FROM (SELECT ${sizeOf(sent)} AS size,
+                               row_number() OVER (ORDER BY p.next_attempt_at, p.id) AS r
+                        FROM (SELECT p.* FROM invoice_pushes p WHERE ${dueFor(sql`c.id`)}
+                              ORDER BY p.connection_id, p.next_attempt_at LIMIT cap.cap) p) d) d
+            WHERE d.run <= ${maxBytes} - w.bytes OR (w.bytes = 0 AND d.r = 1)) f) x
+        WHERE w.upto < total.n AND w.bytes < ${maxBytes}),
+      offer AS (SELECT k, id, n FROM walk WHERE id IS NOT NULL AND n > 0),
       granted AS (
-        -- The room is computed once, from the row's latest version (an UPDATE that waited for the row
-        -- re-reads it), and spent on every counter. A tenant whose room is gone by then gets 0.
+        -- The walk counted the room on the row as locked, and the lock is still held: no other
+        -- statement changed it since, so the offer is spent as it is, on every counter.
         UPDATE xero_connections c SET
           (budget_slots, budget_minute_counts, budget_minute_at, budget_day_counts, budget_day_at, budget_served_at) = (
             SELECT ${slotsAdd(sql`c.budget_slots`, sql`stamp.slot`, sql`r.g`)},
@@ -243,33 +319,37 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
                    ${windowAdd(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`stamp.day_at`, day.n, sql`r.g`)},
                    greatest(c.budget_day_at, stamp.day_at),
                    CASE WHEN r.g > 0 THEN stamp.at ELSE c.budget_served_at END
-            FROM (SELECT greatest(0, least(o.n, ${room(b)}))::int AS g) AS r)
+            FROM (SELECT o.n AS g) AS r)
         FROM offer o CROSS JOIN stamp
-        WHERE c.id = o.id AND o.n > 0 AND ${slotsHeld(sql`c.budget_slots`)} < ${b.concurrent}
-          AND c.id = ANY(ARRAY(SELECT id FROM offer WHERE n > 0))
+        WHERE c.id = o.id AND c.id = ANY(ARRAY(SELECT id FROM offer))
         RETURNING c.id, (SELECT count(*) FROM unnest(c.budget_slots) AS s WHERE s = stamp.slot)::int AS n),
       picked AS (
-        SELECT p.* FROM granted gr CROSS JOIN LATERAL (
-          SELECT p.id, p.xero_in_doubt, p.xero_key_sent_at,
-                 (${recordsSend(o.sends)}) AS marked
+        SELECT p.*, sum(p.size) OVER (ORDER BY o.k, p.next_attempt_at, p.id ROWS UNBOUNDED PRECEDING) AS run,
+               row_number() OVER (ORDER BY o.k, p.next_attempt_at, p.id) AS r
+        FROM granted gr JOIN offer o ON o.id = gr.id CROSS JOIN LATERAL (
+          SELECT p.id, p.next_attempt_at, p.xero_in_doubt, p.xero_key_sent_at, (${sent}) AS sent,
+                 ${sizeOf(sent)} AS size
           FROM invoice_pushes p WHERE ${dueFor(sql`gr.id`)}
           ORDER BY p.connection_id, p.next_attempt_at LIMIT gr.n FOR UPDATE SKIP LOCKED) p
         WHERE gr.n > 0),
       orphans AS (
-        SELECT p.id, p.xero_in_doubt, p.xero_key_sent_at, false AS marked
-        FROM invoice_pushes p WHERE p.connection_id IS NULL AND ${due()}
+        SELECT p.id, p.xero_in_doubt, p.xero_key_sent_at, false AS sent
+        FROM invoice_pushes p WHERE p.connection_id IS NULL AND ${due}
         ORDER BY p.next_attempt_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED),
       unsendable AS (
         SELECT p.* FROM candidates c CROSS JOIN LATERAL (
-          SELECT p.id, p.xero_in_doubt, p.xero_key_sent_at, false AS marked
+          SELECT p.id, p.xero_in_doubt, p.xero_key_sent_at, false AS sent
           FROM invoice_pushes p WHERE ${dueFor(sql`c.id`)}
           ORDER BY p.connection_id, p.next_attempt_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED) p
         WHERE NOT c.sendable
         LIMIT ${o.batchSize}),
-      taken AS (SELECT * FROM picked UNION ALL SELECT * FROM orphans UNION ALL SELECT * FROM unsendable),
+      -- The bytes bound holds here too, whatever the walk counted: the first push always goes.
+      taken AS (
+        SELECT id, xero_in_doubt, xero_key_sent_at, sent FROM picked WHERE run <= ${maxBytes} OR r = 1
+        UNION ALL SELECT * FROM orphans UNION ALL SELECT * FROM unsendable),
       claimed AS (
-        -- A recorded send (taken.marked) writes what in-doubt pushes need: the key's first send time
-        -- (kept if it went out before), the doubt, and the marker as first sent.
+        -- A recorded send (marked) writes what in-doubt pushes need: the key's first send time (kept if
+        -- it went out before), the doubt, and the marker as first sent.
         UPDATE invoice_pushes p SET
           lease_owner = ${o.owner},
           lease_expires_at = stamp.slot,
@@ -279,39 +359,36 @@ export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim>
           xero_marker = CASE WHEN t.marked THEN coalesce(p.xero_marker, ${o.sends?.markerPrefix ?? ''} || p.id::text)
                              ELSE p.xero_marker END,
           updated_at = now()
-        FROM stamp CROSS JOIN taken t
+        FROM stamp CROSS JOIN (SELECT taken.*, taken.sent AND ${o.sends !== undefined} AS marked FROM taken) t
         WHERE p.id = t.id AND p.id = ANY(ARRAY(SELECT id FROM taken))
-        RETURNING p.id, p.connection_id, p.payload, p.attempts, p.next_attempt_at, p.status, p.xero_key_generation,
-                  t.xero_in_doubt, p.xero_marker, t.marked,
+        RETURNING p.id, p.connection_id, CASE WHEN t.sent THEN p.payload END AS payload, p.attempts,
+                  p.next_attempt_at, p.status, p.xero_key_generation, t.xero_in_doubt, p.xero_marker, t.marked,
                   (extract(epoch FROM now() - t.xero_key_sent_at) * 1000)::float8 AS xero_key_age_ms),
+      -- Last, so that the app row is held from here to the commit only. Counted on its latest version: a
+      -- minute spent meanwhile by claims beside this one fails the statement (claimPushes claims again).
       app_spent AS (
         UPDATE xero_app_limits a SET
-          budget_minute_counts = ${windowAdd(
-            sql`a.budget_minute_counts`,
-            sql`a.budget_minute_at`,
-            sql`stamp.minute_at`,
-            minute.n,
-            sql`(SELECT coalesce(sum(n), 0) FROM granted)::int`,
-          )},
+          budget_minute_counts = CASE
+            WHEN coalesce(a.paused_until > now(), false)
+              OR ${windowUsed(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`stamp.minute_at`)} + s.n > ${b.appPerMinute}
+            THEN ARRAY[(${APP_MINUTE_SPENT} || a.id)::int]
+            ELSE ${windowAdd(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`stamp.minute_at`, minute.n, sql`s.n`)} END,
           budget_minute_at = greatest(a.budget_minute_at, stamp.minute_at),
           updated_at = now()
-        FROM app CROSS JOIN stamp WHERE a.id = app.id AND EXISTS (SELECT 1 FROM granted WHERE n > 0)
+        FROM (SELECT coalesce(sum(n), 0)::int AS n FROM granted) s CROSS JOIN stamp
+        WHERE a.id = 'app' AND s.n > 0
         RETURNING 1)
       SELECT 'push' AS kind, p.id, p.connection_id, p.payload, p.attempts, c.tenant_id, c.grant_id, c.active,
              c.token_version, c.token_fresh, NULL::int AS granted, NULL::text AS slot_us, NULL::text AS claim_us,
              NULL::text AS minute_at, NULL::text AS day_at, p.next_attempt_at, p.status, p.xero_key_generation,
              p.xero_key_age_ms, p.xero_in_doubt, p.xero_marker, p.marked
-      FROM claimed p LEFT JOIN LATERAL (
-        SELECT xc.tenant_id, xc.grant_id, (xc.status = 'active' AND g.status = 'active') AS active, g.token_version,
-               (g.access_token_enc IS NOT NULL AND g.access_expires_at > now() + interval '5 seconds') AS token_fresh
-        FROM xero_connections xc JOIN xero_grants g ON g.id = xc.grant_id
-        WHERE xc.id = p.connection_id LIMIT 1) c ON true
+      FROM claimed p LEFT JOIN candidates c ON c.id = p.connection_id
       UNION ALL
       SELECT 'grant', NULL, gr.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, gr.n,
              (extract(epoch FROM stamp.slot) * 1000000)::bigint::text, (extract(epoch FROM stamp.at) * 1000000)::bigint::text,
              stamp.minute_at::text, stamp.day_at::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL
       FROM granted gr CROSS JOIN stamp
-      WHERE gr.n > 0 AND (SELECT count(*) FROM app_spent) >= 0
+      WHERE gr.n > 0
       ORDER BY kind DESC, next_attempt_at`),
   );
   const pushes: ClaimedPush[] = [];

@@ -30,9 +30,10 @@ export interface Settlement {
  *
  * The same statement gives back the budget the claim took (BudgetGrant): each tenant's slots, and the
  * counted calls that were not made (`used` says how many were), from the sub-windows they were counted
- * in (one already aged out has nothing left to give back). It locks the app's row first, like the
- * claim, so the two never deadlock over connection rows. A batch that dies before it settles gives
- * nothing back: its slots expire with its leases, and its counted calls with their window.
+ * in (one already aged out has nothing left to give back). It locks the connection rows in id order and
+ * the app's row after them (only when calls go back to it): the claim's order (claim.ts), so none
+ * deadlock. A batch that dies before it settles gives nothing back: its slots expire with its leases,
+ * and its counted calls with their window.
  */
 export async function settlePushes(
   db: Database,
@@ -49,7 +50,9 @@ export async function settlePushes(
     const grant = <T>(pick: (g: BudgetGrant) => T) => sql.param(back.map(pick));
     const unused = (g: BudgetGrant) => Math.max(0, g.granted - (used.get(g.connectionId) ?? 0));
     await db.execute(sql`
-      WITH app AS (SELECT a.id FROM xero_app_limits a WHERE a.id = 'app' FOR UPDATE),
+      WITH held AS (
+        SELECT c.id FROM xero_connections c WHERE c.id = ANY(${grant((g) => g.connectionId)}::uuid[])
+        ORDER BY c.id FOR UPDATE),
       released AS (
         UPDATE xero_connections AS c SET
           budget_slots = xero_budget_remove(c.budget_slots, v.slot_us, v.granted),
@@ -62,14 +65,15 @@ export async function settlePushes(
           ${grant((g) => g.minuteAt)}::bigint[],
           ${grant((g) => g.dayAt)}::bigint[],
           ${grant(unused)}::int[]
-        ) AS v(id, slot_us, granted, minute_at, day_at, unused) LEFT JOIN app ON true
+        ) AS v(id, slot_us, granted, minute_at, day_at, unused)
+          LEFT JOIN (SELECT count(*) AS n FROM held) locked ON true
         WHERE c.id = v.id
         RETURNING v.minute_at, v.unused),
       app_released AS (
         UPDATE xero_app_limits AS a SET
           budget_minute_counts = ${windowRemove(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`r.minute_at`, sql`r.unused::int`)}
-        FROM (SELECT min(minute_at) AS minute_at, sum(unused) AS unused FROM released) r, app
-        WHERE a.id = app.id AND r.unused > 0
+        FROM (SELECT min(minute_at) AS minute_at, sum(unused) AS unused FROM released) r
+        WHERE a.id = 'app' AND r.unused > 0
         RETURNING 1)
       UPDATE invoice_pushes AS p SET
         status = coalesce(v.status, p.status),
@@ -99,8 +103,6 @@ export async function settlePushes(
         ${column((s) => s.key ?? null)}::text[],
         ${column(() => owner)}::text[]
       ) AS v(id, status, attempts, retry_ms, last_error, xero_id, in_doubt, key, owner)
-        LEFT JOIN app ON true
-        LEFT JOIN (SELECT (SELECT count(*) FROM released) + (SELECT count(*) FROM app_released) AS n) budget ON true
       WHERE p.id = v.id AND p.lease_owner = v.owner AND p.id = ANY(${column((s) => s.id)}::uuid[])`);
   }
 }

@@ -14,12 +14,14 @@ export async function expireAccessTokens(db: Database, grantIds: readonly string
 /** Xero answered 403: the tenant was disconnected in Xero, or the grant lacks a scope. */
 export async function markForbidden(db: Database, forbidden: ReadonlyMap<string, string>): Promise<void> {
   if (forbidden.size === 0) return;
-  // The app's row first, as every statement that updates several connection rows takes it.
+  // The rows in id order, as every statement that waits for several connection rows takes them.
   await db.execute(sql`
-    WITH app AS (SELECT a.id FROM xero_app_limits a WHERE a.id = 'app' FOR UPDATE)
+    WITH held AS (
+      SELECT c.id FROM xero_connections c WHERE c.id = ANY(${sql.param([...forbidden.keys()])}::uuid[])
+      ORDER BY c.id FOR UPDATE)
     UPDATE xero_connections AS c SET status = 'needs_reauth', status_reason = v.reason, updated_at = now()
     FROM unnest(${sql.param([...forbidden.keys()])}::uuid[], ${sql.param([...forbidden.values()])}::text[])
-      AS v(id, reason) LEFT JOIN app ON true
+      AS v(id, reason) LEFT JOIN (SELECT count(*) AS n FROM held) locked ON true
     WHERE c.id = v.id`);
 }
 
@@ -44,7 +46,8 @@ export interface AppSignals {
  * what Xero says is left. A tenant whose X-MinLimit-Remaining says 10 while our count says 40 are
  * left gets 30 calls counted in the current sub-window (they age out with the window like any other): the budget takes the
  * lower of the two, never the sum, so our own calls are not counted twice. Likewise for the day and
- * for X-AppMinLimit-Remaining. Locks the app's row first, like the claim.
+ * for X-AppMinLimit-Remaining. Locks the connection rows in id order, then the app's row: the claim's
+ * order (claim.ts).
  */
 export async function recordLimitSignals(
   db: Database,
@@ -69,7 +72,9 @@ export async function recordLimitSignals(
   };
   const appRemaining = sql`${app?.appMinRemaining ?? null}::int`;
   await db.execute(sql`
-    WITH app AS (SELECT a.id FROM xero_app_limits a WHERE a.id = 'app' FOR UPDATE),
+    WITH held AS (
+      SELECT c.id FROM xero_connections c WHERE c.id = ANY(${column((s) => s.connectionId)}::uuid[])
+      ORDER BY c.id FOR UPDATE),
     tenant_signals AS (
       UPDATE xero_connections AS c SET
         min_remaining = coalesce(v.min_remaining, c.min_remaining),
@@ -84,7 +89,7 @@ export async function recordLimitSignals(
         ${column((s) => s.minRemaining)}::int[],
         ${column((s) => s.dayRemaining)}::int[],
         ${column((s) => (s.parkForMs === null ? null : Math.max(0, Math.round(s.parkForMs))))}::bigint[]
-      ) AS v(id, min_remaining, day_remaining, park_ms) LEFT JOIN app ON true
+      ) AS v(id, min_remaining, day_remaining, park_ms) LEFT JOIN (SELECT count(*) AS n FROM held) locked ON true
       WHERE c.id = v.id
       RETURNING 1),
     app_signals AS (
@@ -94,8 +99,7 @@ export async function recordLimitSignals(
                             ELSE greatest(a.paused_until, now() + ${app?.pausedForMs ?? null}::bigint * interval '1 millisecond') END,
         ${lowered(sql`a`, 'minute', budget.appPerMinute, appRemaining)},
         updated_at = now()
-      FROM app
-      WHERE a.id = app.id AND ${app !== null}
+      WHERE a.id = 'app' AND ${app !== null} AND (SELECT count(*) FROM tenant_signals) >= 0
       RETURNING 1)
     SELECT (SELECT count(*) FROM tenant_signals) AS tenants, (SELECT count(*) FROM app_signals) AS app`);
 }

@@ -27,6 +27,8 @@ export interface PushTickDeps {
   owner: string;
   maxAttempts: number;
   batchSize: number;
+  /** The most payload bytes one claim returns (DEFAULT_CLAIM_PAYLOAD_BYTES when unset). */
+  maxPayloadBytes?: number;
   leaseMs: number;
   backoff: { baseMs: number; maxMs: number };
   log: Logger;
@@ -112,6 +114,7 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
     leaseMs: deps.leaseMs,
     batchSize: deps.batchSize,
     budget: deps.budget,
+    maxPayloadBytes: deps.maxPayloadBytes,
     sends: { markerPrefix: deps.xero.marker(''), resendWithinMs: KEY_RESEND_WITHIN_MS },
   });
   const result: PushTickResult = { claimed: claimed.length, pushed: 0, retrying: 0, dead: 0, deferred: 0 };
