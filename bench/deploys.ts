@@ -15,7 +15,7 @@
 //       while the release of (a), which needs that column, is recorded as seen, and applies with
 //       `--allow-contract`.
 // It reports figures and marks missed targets; it never fails on them (tests assert, benchmarks report).
-// Run: `npm run bench:deploys`. Knobs: BENCH_READER_S, BENCH_HISTORY_ROWS, BENCH_CLIENTS (4),
+// Run: `npm run bench:deploys` (it builds first: the serving release is dist/node.js). Knobs: BENCH_READER_S, BENCH_HISTORY_ROWS, BENCH_CLIENTS (4),
 // BENCH_PREVIOUS_COMMIT (f1bfa43).
 import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
@@ -534,7 +534,6 @@ async function main(): Promise<void> {
     `deploy drills: ${CLIENTS} clients, a ${READER_S} s reader, ${HISTORY_ROWS} history rows, ` +
       `${availableParallelism()} cores, 1-min load ${loadBefore.toFixed(1)}`,
   );
-  await sh(repoRoot, 'npm', ['run', '-s', 'build']);
   const releases = await buildReleases();
   progress(`newer+column's migration: ${releases.column.file}: ${releases.column.sql.replace(/\n/g, ' ')}`);
   progress(`newer+index's migration: ${releases.index.file}: ${releases.index.sql.replace(/\n/g, ' ')}`);
