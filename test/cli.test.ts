@@ -6,9 +6,13 @@ import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { createLogger, loadConfig } from '@honest-health/platform';
 import { createSecretBox, generateKeyBase64 } from '@honest-health/platform/crypto';
+import { type Migration, migrate, recordRelease, releaseOf } from '@honest-health/platform/db';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDriver } from '../src/app/databases.js';
+import { migrations } from '../src/app/migrations.gen.js';
 import { freshDatabase } from './support/databases.js';
 import { waitForKey } from './support/orgs.js';
 import { type Cluster, startCluster } from './support/postgres.js';
@@ -41,6 +45,8 @@ function cli(
   return new Promise<Run>((done) => {
     execFile(
       tsx,
+      // The repository's tsconfig from any cwd: its paths resolve the platform to its sources, not the
+      // dist/ an install of the package gets.
       ['--tsconfig', resolve(repoRoot, 'tsconfig.json'), resolve(repoRoot, `tools/${tool}.ts`), ...args],
       { cwd: options.cwd ?? tempDir(), env: { PATH: process.env.PATH, ...options.env }, timeout: 60_000 },
       (err, stdout, stderr) =>
@@ -239,6 +245,47 @@ describe('on Postgres', () => {
     const local = await cli('migrate', ['--local'], { env: { DATABASE_URL: fresh } });
     expect(local.code).toBe(2);
     expectOneLine(local, /--local is for the embedded database/);
+  });
+
+  it('db:migrate refuses a contract while a release that needs what it removes is seen, and applies it with --allow-contract', async () => {
+    const url = await freshDatabase(cluster);
+    // The database as the release before 0005_xero_grants left it, that release recorded as running.
+    const driver = openDriver(
+      loadConfig({ DATABASE_URL: url }),
+      createLogger('error', {}, () => {}),
+    );
+    await driver.ready();
+    const pool = driver.createPool('app');
+    try {
+      const before = migrations.findIndex((m) => m.tag === '0005_xero_grants');
+      const previous = migrations[before - 1] as Migration;
+      await migrate(
+        pool,
+        migrations.slice(0, before),
+        createLogger('error', {}, () => {}),
+      );
+      await recordRelease(
+        pool.db,
+        releaseOf(
+          { latestMigrationAt: previous.createdAt, needs: ['xero_connections.access_token_enc'] },
+          'node',
+          'previous-v1',
+        ),
+      );
+    } finally {
+      await pool.end();
+      await driver.close();
+    }
+    const refused = await cli('migrate', [], { env: { DATABASE_URL: url } });
+    expect(refused.code).toBe(1);
+    expectOneLine(
+      refused,
+      /^db:migrate: failed: refusing contract migration 0005_xero_grants: release previous-v1 \(node, seen \d+ s ago\) needs xero_connections\.access_token_enc; .*--allow-contract/,
+    );
+    const allowed = await cli('migrate', ['--allow-contract'], { env: { DATABASE_URL: url } });
+    expect(allowed.code, allowed.stderr).toBe(0);
+    const result = JSON.parse(allowed.stdout.trimEnd().split('\n').at(-1) ?? '') as { applied: string[] };
+    expect(result.applied).toContain('0005_xero_grants');
   });
 
   it('a database that cannot be reached is one line and exit 1', async () => {
