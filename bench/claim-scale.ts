@@ -1,4 +1,4 @@
-// Claim at scale (issue 23): what one budgeted claim (src/app/push/claim.ts) costs as connected tenants
+// Claim at scale: what one budgeted claim (src/app/push/claim.ts) costs as connected tenants
 // grow from 20 to 10,000, on real PostgreSQL. Every tenant is connected and sendable; 20 of them hold a
 // backlog. Each tenant count is measured with full windows (every tenant's day holding 2,080 calls, the
 // app's minute 5,040) and with empty ones, in alternating order over BENCH_ROUNDS rounds. Per claim of BENCH_BATCH pushes: its time, the WAL

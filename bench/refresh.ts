@@ -1,4 +1,4 @@
-// Token refresh benchmark (issue 23): Xero token calls per idle grant per day, with BENCH_GRANTS idle
+// Token refresh benchmark: Xero token calls per idle grant per day, with BENCH_GRANTS idle
 // grants (no push due) on real Postgres and the Xero sandbox, whose refresh tokens expire after 60 days
 // unused. The clock is shortened: each step advances the sandbox's clock and moves every grant's
 // timestamps back by the same amount, then runs the refresh tick as often as one replica would in that

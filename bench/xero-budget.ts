@@ -1,4 +1,4 @@
-// Xero budget benchmark (issue 13): 3 server processes drain one backlog against the Xero sandbox,
+// Xero budget benchmark: 3 server processes drain one backlog against the Xero sandbox,
 // which enforces Xero's limits (5 in flight, 60 a rolling minute and 5,000 a day per tenant, 10,000 a
 // minute per app). The minute is shortened for the run on both sides alike (the sandbox's minuteMs,
 // the server's XERO_BUDGET_TEST_MINUTE_MS); Xero's counts are not changed. Run twice, side by side:

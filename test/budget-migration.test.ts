@@ -1,4 +1,4 @@
-// Migration 0013 (issue 23) on a database the previous release has been counting in: the calls its
+// Migration 0013 on a database the previous release has been counting in: the calls its
 // per-call timestamp arrays hold carry over into the bounded counters, so the new claim does not spend
 // the minute, the day or the app's minute a second time. The arrays stay (the previous release still
 // runs beside the new one during a rolling deploy).

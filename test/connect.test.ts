@@ -44,7 +44,7 @@ afterAll(async () => {
 
 const auth = (key: string) => ({ authorization: `Bearer ${key}` });
 const asJson = { accept: 'application/json' };
-/** The organization chooses a connection as its default (issue 20: until then it receives nothing). */
+/** The organization chooses a connection as its default (until then it receives nothing). */
 const makeDefault = (key: string, connectionId: string | undefined) =>
   server.get(`/api/connections/${connectionId}/default`, { method: 'POST', headers: auth(key) });
 

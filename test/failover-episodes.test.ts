@@ -1,4 +1,4 @@
-// Issue 15, point 7: a failover is one episode in the logs (one warning when it starts, one summary
+// A failover is one episode in the logs (one warning when it starts, one summary
 // with counts when it ends), pool disposals are damped while the fresh pool is read-only too, and a
 // routine failover never logs at level error. Against a real read-only database
 // (default_transaction_read_only=on) and a real standby behind the TCP fault proxy.

@@ -96,7 +96,7 @@ describe.each(Object.keys(runtimes) as (keyof typeof runtimes)[])('%s', (name) =
     expect((await server().get('/livez', { method: 'DELETE' })).status).toBe(405);
   });
 
-  // The answer must reach a real client that is still sending (issue 21): a 2 MiB body over a slow
+  // The answer must reach a real client that is still sending: a 2 MiB body over a slow
   // uplink (64 KiB every 40 ms, about 1.3 s) is answered 413 at once, read to its end, and only then
   // is the connection closed, with a FIN. Cutting it early resets the client's writes (EPIPE).
   it('answers a 2 MiB upload on a slow link with 413, reads the rest, then closes cleanly', async () => {

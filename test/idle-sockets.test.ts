@@ -1,4 +1,4 @@
-// Idle sockets and the descriptor limit (issue 15, point 4), on the built Node server and on the Bun
+// Idle sockets and the descriptor limit, on the built Node server and on the Bun
 // entry: connections that never send a byte, keep-alive connections left open, and more of them than
 // the process has descriptors for, under a limit lowered with prlimit(1).
 

@@ -1,4 +1,4 @@
-// Internal endpoints kept internal (issue 21, point 4), on the built Node server and the Bun entry:
+// Internal endpoints kept internal, on the built Node server and the Bun entry:
 // a boot that would serve /metrics and /healthz/ticks to anyone refuses; METRICS_PORT serves them on a
 // listener of their own; and a flood of scrapes does not take readiness down with it.
 import { resolve } from 'node:path';

@@ -70,6 +70,28 @@ async function client(url: string, name = 'reader'): Promise<pg.Client> {
   return c;
 }
 
+/** Inserts into `things` one at a time until stopped; resolves with each insert's latency. */
+async function streamWrites(url: string): Promise<{ stop(): Promise<number[]> }> {
+  const writer = await client(url, 'writer');
+  const latencies: number[] = [];
+  let writing = true;
+  const loop = (async () => {
+    while (writing) {
+      const t = performance.now();
+      await writer.query("INSERT INTO things (v) VALUES ('w')");
+      latencies.push(performance.now() - t);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  })();
+  return {
+    stop: async () => {
+      writing = false;
+      await loop;
+      return latencies;
+    },
+  };
+}
+
 const things = migration('0000_things', 'expand', [
   'CREATE TABLE "things" ("id" serial PRIMARY KEY, "v" text)',
 ]);
@@ -86,25 +108,14 @@ describe('migrations that never stall traffic', () => {
     await reader.query('SELECT count(*) FROM things');
     const readerPid = (await reader.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid;
 
-    const writer = await client(url, 'writer');
-    const latencies: number[] = [];
-    let writing = true;
-    const writes = (async () => {
-      while (writing) {
-        const t = performance.now();
-        await writer.query("INSERT INTO things (v) VALUES ('w')");
-        latencies.push(performance.now() - t);
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    })();
+    const writes = await streamWrites(url);
 
     const addColumn = migration('0001_add_w', 'expand', ['ALTER TABLE "things" ADD COLUMN "w" text']);
     const migrating = migrate(p, [things, addColumn], log, { lockAttemptMs: 100, timeoutMs: 30_000 });
     await new Promise((r) => setTimeout(r, 3000));
     await reader.query('COMMIT');
     const { applied } = await migrating;
-    writing = false;
-    await writes;
+    const latencies = await writes.stop();
 
     expect(applied).toEqual(['0001_add_w']);
     const waits = lines.filter((l) => l.msg === 'migration waits for a lock');
@@ -160,19 +171,9 @@ describe('migrations that never stall traffic', () => {
     const index = migration('0001_index', 'expand', [
       'CREATE INDEX CONCURRENTLY IF NOT EXISTS "things_v_idx" ON "things" USING btree ("v")',
     ]);
-    const writer = await client(url, 'writer');
-    const latencies: number[] = [];
-    let writing = true;
-    const writes = (async () => {
-      while (writing) {
-        const t = performance.now();
-        await writer.query("INSERT INTO things (v) VALUES ('w')");
-        latencies.push(performance.now() - t);
-      }
-    })();
+    const writes = await streamWrites(url);
     expect((await migrate(p, [things, index], log)).applied).toEqual(['0001_index']);
-    writing = false;
-    await writes;
+    const latencies = await writes.stop();
     const { rows } = await p.query<{ valid: boolean }>(
       "SELECT indisvalid AS valid FROM pg_index WHERE indexrelid = 'things_v_idx'::regclass",
     );

@@ -1,4 +1,4 @@
-// Refresh what is needed (issue 23): a grant's access token is renewed ahead of a push due on it, and an
+// Refresh what is needed: a grant's access token is renewed ahead of a push due on it, and an
 // idle grant's refresh token only once per keep-alive cadence, inside Xero's 60 days ("Unused refresh
 // tokens expire after 60 days", developer.xero.com/faq/oauth2). Real Postgres and the sandbox, whose
 // refresh tokens expire after 60 days unused on its own clock. The shortened clock: the sandbox's

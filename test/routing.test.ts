@@ -1,4 +1,4 @@
-// Issue 20, against the sandbox and a real Postgres: the organization chooses its books (a connection
+// Against the sandbox and a real Postgres: the organization chooses its books (a connection
 // nobody chose receives nothing), a disconnect never takes another connection of the same Xero user
 // with it, and one tenant has one holder even when two organizations connect it at the same instant.
 

@@ -80,7 +80,7 @@ describe('secrets', () => {
         expiresAt: new Date(Date.now() + tokens.expires_in * 1000),
       },
     });
-    // The organization chose it (issue 20: a new connection receives nothing until then).
+    // The organization chose it (a new connection receives nothing until then).
     await chooseConnection(handle.db, org.id, saved.connected[0]?.id as string, true);
 
     const env = {

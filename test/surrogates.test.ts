@@ -1,4 +1,4 @@
-// A lone UTF-16 surrogate in any string field of an invoice (issue 15, point 5): JSON text may carry
+// A lone UTF-16 surrogate in any string field of an invoice: JSON text may carry
 // one ("\ud800"), JSON.parse accepts it, and Postgres refuses it in jsonb (22P02). It must be a 422
 // naming the field, on Node and on Bun, with nothing written. Any other input the database refuses
 // (SQLSTATE class 22) is a 422 as well, never a 500.

@@ -110,7 +110,7 @@ describe('runTick', () => {
     );
     await expect(failing).rejects.toBeInstanceOf(DatabaseUnavailableError);
     expect(calls).toBe(2);
-    // A routine failover (issue 15, point 7): a warning naming the reason, not an error report.
+    // A routine failover: a warning naming the reason, not an error report.
     const crashed = lines.filter((l) => l.msg === 'tick crashed' && l.tick === 'always-poisoned');
     expect(crashed).toHaveLength(1);
     expect(crashed[0]).toMatchObject({ level: 'warn', database_unavailable: '25006' });

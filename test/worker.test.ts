@@ -230,8 +230,8 @@ describe('the Worker in workerd', () => {
     expect((await mf.dispatchFetch('http://worker/livez')).status).toBe(200);
   });
 
-  // Issue 14: a failed isolate boot used to leave readiness at `failed` for the isolate's life, saying
-  // `unreachable` whatever the cause, while /api/* answered once a retry had booted it.
+  // Readiness follows the boot's retries: it says why the last one failed, and turns ready with the one
+  // that succeeds.
   it('says the schema is behind until db:migrate runs, then turns ready without a restart', async () => {
     const url = await freshDatabase(cluster);
     const mf = worker({ DATABASE_URL: neonUrl(url) });

@@ -1,5 +1,5 @@
 // Prints the Worker bundle's size, raw and gzipped, after `wrangler deploy --dry-run --outdir dist/worker`,
-// and fails when the gzip size is over the budget (WORKER_GZIP_BUDGET_KIB, default 140: issue 22's target).
+// and fails when the gzip size is over the budget (WORKER_GZIP_BUDGET_KIB, default 140).
 // With --why it first prints what the bundle is made of, per package: the bytes each put into the output
 // (from the source map, so minified as shipped) and their gzip size on their own. The gzip column adds up
 // to about the total, so it says what removing a package would roughly save. Reads dist/worker/worker.js,

@@ -145,7 +145,7 @@ export const xeroConnections = pgTable(
     budgetSlots: timestamp('budget_slots', { withTimezone: true }).array().notNull().default(sql`'{}'`),
     budgetMinute: timestamp('budget_minute', { withTimezone: true }).array().notNull().default(sql`'{}'`),
     budgetDay: timestamp('budget_day', { withTimezone: true }).array().notNull().default(sql`'{}'`),
-    // Issue 23's bounded budget (docs/xero-budget.md): calls counted per fixed sub-window, oldest first,
+    // The bounded budget (docs/xero-budget.md): calls counted per fixed sub-window, oldest first,
     // the newest being sub-window number `*_at` (epoch ms / sub-window length). The timestamp arrays
     // above stay for the previous release (expand/contract); only budget_slots (at most 5) is shared.
     budgetMinuteCounts: integer('budget_minute_counts').array().notNull().default(sql`'{}'`),
@@ -178,7 +178,7 @@ export const xeroAppLimits = pgTable('xero_app_limits', {
   pausedUntil: timestamp('paused_until', { withTimezone: true }),
   // The app's rolling minute across every tenant (docs/xero-budget.md): one element per call claimed.
   budgetMinute: timestamp('budget_minute', { withTimezone: true }).array().notNull().default(sql`'{}'`),
-  // The same minute in fixed sub-windows (issue 23), as on xero_connections.
+  // The same minute in fixed sub-windows, as on xero_connections.
   budgetMinuteCounts: integer('budget_minute_counts').array().notNull().default(sql`'{}'`),
   budgetMinuteAt: bigint('budget_minute_at', { mode: 'number' }),
   updatedAt: updatedAt(),

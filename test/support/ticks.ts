@@ -91,7 +91,7 @@ export async function connectedOrganization(
 export interface ConnectedOptions {
   accountCodes?: null | undefined;
   /**
-   * What the organization chose (issue 20): by default every tenant is chosen and the first is its
+   * What the organization chose: by default every tenant is chosen and the first is its
    * default, as the migration leaves existing customers; 'none' leaves them unchosen, as a connect does.
    */
   chosen?: 'default' | 'none';

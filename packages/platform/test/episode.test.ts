@@ -48,7 +48,7 @@ describe('a failover episode', () => {
     advance(200);
     episodes.sign('probe', 'in recovery', 'probe');
     advance(3000);
-    // Too soon after the last sign: a load balancer may still alternate (about 3 s in issue 15), and
+    // Too soon after the last sign: a load balancer may still alternate (about 3 s when measured), and
     // the pools may just have settled on connections to the new node.
     episodes.healthy();
     advance(1900);

@@ -2,7 +2,7 @@ import type { Database } from '@honest-health/platform';
 import { and, eq, sql } from 'drizzle-orm';
 import { organizations, xeroConnections, xeroGrants } from '../schema.js';
 
-// The organization chooses the books its invoices go to (issue 20): a connection starts unchosen and
+// The organization chooses the books its invoices go to: a connection starts unchosen and
 // receives nothing; choosing it lets `tenantId` name it, making it the default sends every invoice
 // without `tenantId` to it. Each step is one statement (pg, PGlite and Neon over HTTP alike).
 

@@ -107,7 +107,7 @@ async function connectDevelopment(db: Database, box: SecretBox, sandbox: XeroSan
   });
   const connection = saved.connected[0];
   if (!connection) throw new Error('the development sandbox tenant is held by another organization');
-  // Chosen and the default: since issue 20 a new connection receives nothing until chosen.
+  // Chosen and the default: a new connection receives nothing until chosen.
   await chooseConnection(db, organizationId, connection.id, true);
   const key = created
     ? `its API key, shown this once: ${created.apiKey}`

@@ -4,9 +4,9 @@ import type { PoolRole } from './types.js';
 // A failover, or a database that stays read-only (a managed primary near a full disk), is one
 // *episode*: it starts with the first sign of trouble (a read-only probe, a poisoned query) and ends
 // with a probe that proves a write at least 5 s after the last sign (longer than a load balancer's
-// alternation between the old and the new node, about 3 s in issue 15), or after a quiet minute.
+// alternation between the old and the new node, about 3 s when measured), or after a quiet minute.
 // Per episode the log gets one warning when it starts and one summary with counts when it ends;
-// every probe, poisoned query and disposal in between is counted, not logged at warn (issue 15, 7).
+// every probe, poisoned query and disposal in between is counted, not logged at warn.
 //
 // Disposals are damped during an episode. The first disposal of each pool is immediate: that pool
 // was built before the trouble and is pinned to the demoted node, which is the incident this project

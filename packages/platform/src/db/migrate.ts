@@ -145,24 +145,24 @@ async function applyPending(
         await refuseContractWhileNeeded(session, `${set.label}${m.tag}`, m.removes, options.releaseWindowMs);
       };
       let done: boolean;
-      if (m.statements.some((s) => concurrentIndexName(s) !== undefined) && pool.singleSession) {
-        await gate();
-        await applyOutsideTransaction(session, set.table, m, retry);
-        done = true;
-      } else if (m.statements.some((s) => concurrentIndexName(s) !== undefined)) {
+      if (m.statements.some((s) => concurrentIndexName(s) !== undefined)) {
+        const build = async () => {
+          await gate();
+          await applyOutsideTransaction(session, set.table, m, retry);
+          return true;
+        };
         // The lock on a session of its own: the build runs outside any transaction on this one.
-        done = await pool.withSession(async (lockSession) => {
-          await lock(lockSession);
-          try {
-            if ((await lastAppliedAt(session, set.table)) >= m.createdAt) return false;
-            await gate();
-            await applyOutsideTransaction(session, set.table, m, retry);
-            return true;
-          } finally {
-            // The lock session wrote nothing: ROLLBACK only releases the lock.
-            await lockSession.query('ROLLBACK').catch(() => {});
-          }
-        });
+        done = pool.singleSession
+          ? await build()
+          : await pool.withSession(async (lockSession) => {
+              await lock(lockSession);
+              try {
+                return (await lastAppliedAt(session, set.table)) >= m.createdAt ? false : await build();
+              } finally {
+                // The lock session wrote nothing: ROLLBACK only releases the lock.
+                await lockSession.query('ROLLBACK').catch(() => {});
+              }
+            });
       } else {
         done = await withLockRetry(retry, m.tag, m.statements, async (attemptMs) => {
           await lock(session);

@@ -2,7 +2,7 @@ import { migrate } from '../db/migrate.js';
 import { poisonReason } from '../db/poison.js';
 import { withPoisonRetry } from '../db/poison-retry.js';
 import { chooseProcessDatabase, type ProcessDatabase } from '../db/process-database.js';
-import { RELEASE_SEEN_EVERY_MS, recordRelease } from '../db/releases.js';
+import { expireReleases, RELEASE_SEEN_EVERY_MS, recordRelease } from '../db/releases.js';
 import { releaseOf, requireServableSchema } from '../db/schema-check.js';
 import { type HttpConfig, loadHttpConfig } from '../http/config.js';
 import { ReadinessGate } from '../http/gate.js';
@@ -305,10 +305,12 @@ export async function startProcess<C, E extends AppEnv>(
         // contract removed what it needs.
         await requireServableSchema(pool, schema, log);
         // Recorded for the contract check; a role that may not write it still serves, with a warning.
-        await recordRelease(pool.db, release).then(
-          () => log.info('release recorded', { release: release.id }),
-          (err: unknown) => log.warn('recording the release failed', { release: release.id, err }),
-        );
+        await recordRelease(pool.db, release)
+          .then(() => expireReleases(pool))
+          .then(
+            () => log.info('release recorded', { release: release.id }),
+            (err: unknown) => log.warn('recording the release failed', { release: release.id, err }),
+          );
       },
     },
     ...app.indexes.map(

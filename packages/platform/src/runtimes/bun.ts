@@ -7,7 +7,7 @@ import { listenBun } from './bun-listener.js';
 // `bun --hot` (npm run dev:bun) evaluates the entry again, in the same process, on every change; only
 // globalThis survives. The previous boot is shut down first (listener, loops, pools): two PGlite
 // instances must never open one data directory, and stale loops and signal handlers must not pile up.
-// The slot is named for the app (`honest-health` -> `honestHealthBun`).
+// The slot is named for the app (`shop-api` -> `shopApiBun`).
 type Instance = { stop(): Promise<void> };
 const hot = globalThis as unknown as Record<string, Instance | undefined>;
 const slotOf = (name: string) =>

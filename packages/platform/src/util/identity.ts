@@ -34,7 +34,7 @@ export const DEFAULT_NAME = 'app';
  *
  * @example
  * ```ts
- * resolveIdentity({ name: 'honest-health' }); // { name: 'honest-health', metricPrefix: 'honest_health' }
+ * resolveIdentity({ name: 'shop-api' }); // { name: 'shop-api', metricPrefix: 'shop_api' }
  * resolveIdentity(undefined); // { name: 'app', metricPrefix: 'app' }
  * ```
  */
