@@ -285,7 +285,7 @@ describe("a tenant's history", () => {
     // grant's tenant a probe of its own due range, not a scan of every pending push.
     await app.database.pool.query(`UPDATE xero_grants SET access_expires_at = now() + interval '1 minute'`);
     expect((await refreshRowsRead()).invoice_pushes ?? 0).toBeLessThan(50);
-  });
+  }, 60_000);
 });
 
 describe('many tenants with work', () => {
