@@ -8,6 +8,7 @@ import {
   integer,
   jsonb,
   pgTable,
+  primaryKey,
   text,
   timestamp,
   unique,
@@ -184,7 +185,15 @@ export const xeroAppLimits = pgTable('xero_app_limits', {
   updatedAt: updatedAt(),
 });
 
-export const PUSH_STATUSES = ['queued', 'pushed', 'failed', 'dead', 'awaiting_connection'] as const;
+// `cancelled`: stopped through POST /api/invoices/{id}/cancel before anything reached Xero; never claimed.
+export const PUSH_STATUSES = [
+  'queued',
+  'pushed',
+  'failed',
+  'dead',
+  'awaiting_connection',
+  'cancelled',
+] as const;
 export type PushStatus = (typeof PUSH_STATUSES)[number];
 
 export const invoicePushes = pgTable(
@@ -226,7 +235,7 @@ export const invoicePushes = pgTable(
     check('invoice_pushes_key_length_check', sql`char_length(${t.idempotencyKey}) between 1 and 128`),
     check(
       'invoice_pushes_status_check',
-      sql`${t.status} in ('queued', 'pushed', 'failed', 'dead', 'awaiting_connection')`,
+      sql`${t.status} in ('queued', 'pushed', 'failed', 'dead', 'awaiting_connection', 'cancelled')`,
     ),
     // The claim reads due pushes in next_attempt_at order: a partial index serves it without a sort.
     index('invoice_pushes_due_idx').on(t.nextAttemptAt).where(sql`${t.status} in ('queued', 'failed')`),
@@ -242,6 +251,29 @@ export const invoicePushes = pgTable(
     // The retention tick finds settled history by age without reading what is still open. On created_at,
     // which no claim changes: an index on updated_at would make every claim's lease update non-HOT.
     index('invoice_pushes_settled_idx').on(t.createdAt).where(sql`${t.status} in ('pushed', 'dead')`),
+  ],
+);
+
+/**
+ * The Idempotency-Keys POST /api/invoices/{id}/retry was called with: a replay answers with the push as it
+ * is now and requeues nothing. Written in the same statement as the requeue it records, so a key is kept
+ * only for a retry that happened; deleted with its push.
+ */
+export const invoicePushRetries = pgTable(
+  'invoice_push_retries',
+  {
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organizations.id, { onDelete: 'cascade' }),
+    idempotencyKey: text('idempotency_key').notNull(),
+    pushId: uuid('push_id')
+      .notNull()
+      .references(() => invoicePushes.id, { onDelete: 'cascade' }),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.idempotencyKey] }),
+    index('invoice_push_retries_push_idx').on(t.pushId),
   ],
 );
 
