@@ -306,3 +306,77 @@ export const connectLinks = pgTable(
   },
   (t) => [index('connect_links_org_idx').on(t.organizationId, t.expiresAt)],
 );
+
+/**
+ * An organization's webhook receivers (docs/api.md, "Webhooks"). The signing secret is sealed with the
+ * token key (as Xero tokens are) and shown once; during a rotation the previous one signs too, until
+ * `previous_secret_expires_at`. A disabled endpoint gets no new deliveries; `disabled_reason` says why.
+ */
+export const webhookEndpoints = pgTable(
+  'webhook_endpoints',
+  {
+    id: id(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organizations.id, { onDelete: 'cascade' }),
+    url: text('url').notNull(),
+    secretEnc: text('secret_enc').notNull(),
+    previousSecretEnc: text('previous_secret_enc'),
+    previousSecretExpiresAt: timestamp('previous_secret_expires_at', { withTimezone: true }),
+    disabledAt: timestamp('disabled_at', { withTimezone: true }),
+    disabledReason: text('disabled_reason'),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index('webhook_endpoints_org_idx').on(t.organizationId)],
+);
+
+/**
+ * The outbox: one row per event, written by the same statement as the change that causes it, so a change
+ * that rolled back has none. Its deliveries (one per endpoint active then) are written by that statement too.
+ */
+export const webhookEvents = pgTable(
+  'webhook_events',
+  {
+    id: id(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organizations.id, { onDelete: 'cascade' }),
+    type: text('type').notNull(),
+    data: jsonb('data').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index('webhook_events_org_created_idx').on(t.organizationId, t.createdAt)],
+);
+
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed', 'dead'] as const;
+
+/** One event to one endpoint: the delivery queue, claimed with a lease as invoice pushes are. */
+export const webhookDeliveries = pgTable(
+  'webhook_deliveries',
+  {
+    id: id(),
+    eventId: uuid('event_id')
+      .notNull()
+      .references(() => webhookEvents.id, { onDelete: 'cascade' }),
+    endpointId: uuid('endpoint_id')
+      .notNull()
+      .references(() => webhookEndpoints.id, { onDelete: 'cascade' }),
+    status: text('status', { enum: DELIVERY_STATUSES }).notNull().default('pending'),
+    attempts: integer('attempts').notNull().default(0),
+    nextAttemptAt: timestamp('next_attempt_at', { withTimezone: true }).notNull().defaultNow(),
+    leaseOwner: text('lease_owner'),
+    leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true }),
+    lastStatus: integer('last_status'),
+    lastError: text('last_error'),
+    deliveredAt: timestamp('delivered_at', { withTimezone: true }),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    check('webhook_deliveries_status_check', sql`${t.status} in ('pending', 'delivered', 'failed', 'dead')`),
+    index('webhook_deliveries_due_idx').on(t.nextAttemptAt).where(sql`${t.status} in ('pending', 'failed')`),
+    index('webhook_deliveries_endpoint_idx').on(t.endpointId, t.createdAt),
+    index('webhook_deliveries_event_idx').on(t.eventId),
+  ],
+);

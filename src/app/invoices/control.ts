@@ -2,6 +2,7 @@ import type { Database } from '@honest-health/platform';
 import { sql } from 'drizzle-orm';
 import { rowsOf } from '../push/rows.js';
 import type { PushStatus } from '../schema.js';
+import { invoiceEventData, outbox } from '../webhooks/outbox.js';
 import type { PushRow } from './store.js';
 
 // Retry and cancel: each transition is one statement, so it runs over Neon's HTTP driver too, and each
@@ -139,14 +140,17 @@ export async function retryPush(
 export async function cancelPush(db: Database, organizationId: string, id: string): Promise<ControlOutcome> {
   const [changed] = rowsOf<PushRow>(
     await db.execute(sql`
-      UPDATE invoice_pushes p SET
-        status = 'cancelled',
-        lease_owner = NULL,
-        lease_expires_at = NULL,
-        updated_at = now()
-      WHERE p.organization_id = ${organizationId} AND p.id = ${id}
-        AND p.status IN ('queued', 'failed', 'awaiting_connection') AND NOT ${leased} AND NOT ${mayHaveCreated}
-      RETURNING ${returned}`),
+      WITH changed AS (
+        UPDATE invoice_pushes p SET
+          status = 'cancelled',
+          lease_owner = NULL,
+          lease_expires_at = NULL,
+          updated_at = now()
+        WHERE p.organization_id = ${organizationId} AND p.id = ${id}
+          AND p.status IN ('queued', 'failed', 'awaiting_connection') AND NOT ${leased} AND NOT ${mayHaveCreated}
+        RETURNING p.*),
+      ${outbox('cancelled', 'changed', 'invoice.cancelled', invoiceEventData)}
+      SELECT ${returned} FROM changed p`),
   );
   if (changed) return { kind: 'changed', push: toDates(changed) };
   const row = await current(db, organizationId, id);

@@ -1,0 +1,234 @@
+// Webhook deliveries end to end: an event recorded by the statement that causes it (never for a change
+// that rolled back), delivered by the delivery tick to a receiver outside this process's app (an http
+// server on 127.0.0.1, the development setting on), signed by Standard Webhooks, retried with back-off
+// while the receiver is down, and refused at delivery for private and metadata addresses.
+
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { SecretBox } from '@honest-health/platform/crypto';
+import type { DatabaseHandle } from '@honest-health/platform/db';
+import { sql } from 'drizzle-orm';
+import { drizzle } from 'drizzle-orm/node-postgres';
+import pg from 'pg';
+import { Webhook } from 'standardwebhooks';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cancelPush } from '../src/app/invoices/control.js';
+import { createOrganization } from '../src/app/organizations.js';
+import { type DeliveryDeps, deliverDueWebhooks } from '../src/app/webhooks/deliver.js';
+import { createEndpoint } from '../src/app/webhooks/endpoints.js';
+import { freshDatabase } from './support/databases.js';
+import { type Cluster, startCluster } from './support/postgres.js';
+import { captureLog, openDatabase, queuePush, testBox } from './support/ticks.js';
+
+let cluster: Cluster;
+let box: SecretBox;
+let url: string;
+let handle: DatabaseHandle;
+const { log } = captureLog();
+
+interface Received {
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** A receiver on 127.0.0.1: records every request, answers `status`. */
+async function receiver(port = 0, status = 204) {
+  const received: Received[] = [];
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => {
+      body += c;
+    });
+    req.on('end', () => {
+      received.push({ headers: req.headers as Record<string, string>, body });
+      res.writeHead(status).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
+  const { port: bound } = server.address() as AddressInfo;
+  return {
+    received,
+    url: `http://127.0.0.1:${bound}/hook`,
+    port: bound,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+beforeAll(async () => {
+  cluster = await startCluster();
+  box = await testBox();
+  url = await freshDatabase(cluster);
+  handle = await openDatabase(url, log);
+});
+afterAll(async () => {
+  await handle?.close();
+  await cluster?.remove();
+});
+
+function deps(overrides: Partial<DeliveryDeps> = {}): DeliveryDeps {
+  return {
+    owner: `run-${crypto.randomUUID()}`,
+    box,
+    log,
+    batchSize: 50,
+    perEndpoint: 4,
+    timeoutMs: 2000,
+    maxResponseBytes: 64 * 1024,
+    backoff: { baseMs: 20, maxMs: 200 },
+    retryForMs: 3 * 24 * 3_600_000,
+    allowInsecure: true,
+    ...overrides,
+  };
+}
+
+async function deliveries(endpointId: string) {
+  const rows =
+    await handle.db.execute(sql`SELECT status, attempts, last_error, last_status FROM webhook_deliveries
+    WHERE endpoint_id = ${endpointId} ORDER BY created_at`);
+  return (rows as unknown as { rows: { status: string; attempts: number; last_error: string | null }[] })
+    .rows;
+}
+
+const until = async (cond: () => Promise<boolean>, ms = 10_000) => {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 25));
+  }
+};
+
+describe('webhooks', () => {
+  it('a drill: every event reaches the receiver, verifiable with standardwebhooks; none for a change that rolled back', async () => {
+    const org = await createOrganization(handle.db, 'Hooked Co');
+    const rx = await receiver();
+    try {
+      const endpoint = await createEndpoint(handle.db, box, org.id, rx.url);
+      const ids = await Promise.all(['d-1', 'd-2', 'd-3'].map((k) => queuePush(handle.db, org.id, k)));
+      await cancelPush(handle.db, org.id, ids[0] as string);
+      await cancelPush(handle.db, org.id, ids[1] as string);
+      // The third cancel rolls back: its event must never be sent.
+      const client = new pg.Client(url);
+      await client.connect();
+      try {
+        await client.query('BEGIN');
+        expect(await cancelPush(drizzle({ client }), org.id, ids[2] as string)).toMatchObject({
+          kind: 'changed',
+        });
+        await client.query('ROLLBACK');
+      } finally {
+        await client.end();
+      }
+      expect(await deliverDueWebhooks(handle.db, deps())).toMatchObject({ claimed: 2, delivered: 2 });
+      expect(await deliverDueWebhooks(handle.db, deps())).toMatchObject({ claimed: 0 });
+
+      const wh = new Webhook(endpoint.secret);
+      const events = rx.received.map(
+        (r) => wh.verify(r.body, r.headers) as { type: string; data: { id: string } },
+      );
+      expect(events.map((e) => e.type)).toEqual(['invoice.cancelled', 'invoice.cancelled']);
+      expect(events.map((e) => e.data.id).sort()).toEqual([ids[0], ids[1]].sort());
+      expect(events.map((e) => e.data.id)).not.toContain(ids[2]);
+      expect(rx.received.every((r) => r.headers['content-type'] === 'application/json')).toBe(true);
+      expect((await deliveries(endpoint.id)).map((d) => d.status)).toEqual(['delivered', 'delivered']);
+    } finally {
+      await rx.close();
+    }
+  });
+
+  it('with the receiver down, every event arrives after it returns (back-off compressed)', async () => {
+    const org = await createOrganization(handle.db, 'Down Co');
+    const first = await receiver();
+    const port = first.port;
+    await first.close();
+    const endpoint = await createEndpoint(handle.db, box, org.id, `http://127.0.0.1:${port}/hook`);
+    const ids = await Promise.all(['down-1', 'down-2', 'down-3'].map((k) => queuePush(handle.db, org.id, k)));
+    for (const id of ids) await cancelPush(handle.db, org.id, id);
+    for (let i = 0; i < 3; i++) {
+      await deliverDueWebhooks(handle.db, deps());
+      await new Promise((r) => setTimeout(r, 60));
+    }
+    const down = await deliveries(endpoint.id);
+    expect(down.every((d) => d.status === 'failed' && d.attempts >= 2)).toBe(true);
+    expect(down[0]?.last_error).toMatch(/could not connect/);
+
+    const back = await receiver(port);
+    try {
+      await until(async () => {
+        await deliverDueWebhooks(handle.db, deps());
+        return (await deliveries(endpoint.id)).every((d) => d.status === 'delivered');
+      });
+      const wh = new Webhook(endpoint.secret);
+      const got = new Set(
+        back.received.map((r) => (wh.verify(r.body, r.headers) as { data: { id: string } }).data.id),
+      );
+      expect([...got].sort()).toEqual([...ids].sort());
+    } finally {
+      await back.close();
+    }
+  });
+
+  it('after the retry period the delivery is dead and the endpoint disabled, with a reason the customer can read', async () => {
+    const org = await createOrganization(handle.db, 'Gone Co');
+    const gone = await receiver();
+    await gone.close();
+    const endpoint = await createEndpoint(handle.db, box, org.id, gone.url);
+    await cancelPush(handle.db, org.id, await queuePush(handle.db, org.id, 'gone-1'));
+    await handle.db.execute(
+      sql`UPDATE webhook_events SET created_at = now() - interval '1 hour' WHERE organization_id = ${org.id}`,
+    );
+    await deliverDueWebhooks(handle.db, deps({ retryForMs: 60_000 }));
+    expect(await deliveries(endpoint.id)).toMatchObject([{ status: 'dead' }]);
+    const rows = await handle.db.execute(
+      sql`SELECT disabled_at, disabled_reason FROM webhook_endpoints WHERE id = ${endpoint.id}`,
+    );
+    const row = (rows as unknown as { rows: { disabled_at: Date | null; disabled_reason: string }[] })
+      .rows[0];
+    expect(row?.disabled_at).not.toBeNull();
+    expect(row?.disabled_reason).toMatch(/could not connect/);
+    // A disabled endpoint gets no new deliveries.
+    await cancelPush(handle.db, org.id, await queuePush(handle.db, org.id, 'gone-2'));
+    expect(await deliveries(endpoint.id)).toHaveLength(1);
+  });
+
+  it('refuses at delivery an endpoint on a private or metadata address, or a name resolving to loopback: nothing is sent', async () => {
+    const org = await createOrganization(handle.db, 'Sneaky Co');
+    const rx = await receiver();
+    try {
+      // Rows as a looser release, or a hand edit, could have left them: the delivery checks again.
+      const targets = [
+        'https://10.0.0.1/hook',
+        'https://169.254.169.254/latest',
+        'https://[::1]/hook',
+        `http://hooks.example.test:${rx.port}/hook`,
+      ];
+      const endpoints = [];
+      for (const t of targets) endpoints.push(await createEndpoint(handle.db, box, org.id, t));
+      await cancelPush(handle.db, org.id, await queuePush(handle.db, org.id, 'sneaky-1'));
+      const sent: string[] = [];
+      const spy: typeof fetch = (input, init) => {
+        sent.push(String(input));
+        return fetch(input, init);
+      };
+      // The name resolves to 127.0.0.1; the development setting is off, so https-only applies too.
+      const resolve = async (host: string) => (host === 'hooks.example.test' ? ['127.0.0.1'] : []);
+      await deliverDueWebhooks(handle.db, deps({ allowInsecure: false, fetch: spy, resolve }));
+      expect(sent).toEqual([]);
+      expect(rx.received).toHaveLength(0);
+      const errors = await Promise.all(endpoints.map(async (e) => (await deliveries(e.id))[0]?.last_error));
+      expect(errors[0]).toMatch(/refused: .*private/);
+      expect(errors[1]).toMatch(/refused: .*metadata/);
+      expect(errors[2]).toMatch(/refused: .*loopback/);
+      expect(errors[3]).toMatch(/refused: .*https/);
+      // With https allowed through (a name resolving to loopback, nothing else wrong): still refused.
+      const named = await createEndpoint(handle.db, box, org.id, 'https://hooks.example.test/hook');
+      await cancelPush(handle.db, org.id, await queuePush(handle.db, org.id, 'sneaky-2'));
+      await deliverDueWebhooks(handle.db, deps({ allowInsecure: false, fetch: spy, resolve }));
+      expect((await deliveries(named.id))[0]?.last_error).toMatch(
+        /resolves to a loopback address \(127\.0\.0\.1\)/,
+      );
+      expect(sent).toEqual([]);
+    } finally {
+      await rx.close();
+    }
+  });
+});
