@@ -12,15 +12,27 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AccessTokenCache } from '../src/app/connections/grants.js';
 import { cancelPush } from '../src/app/invoices/control.js';
 import { createOrganization } from '../src/app/organizations.js';
+import { pushDueInvoices } from '../src/app/push/tick.js';
 import { type DeliveryDeps, deliverDueWebhooks } from '../src/app/webhooks/deliver.js';
 import { createEndpoint } from '../src/app/webhooks/endpoints.js';
+import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
-import { captureLog, openDatabase, queuePush, testBox } from './support/ticks.js';
+import {
+  captureLog,
+  connectedOrganization,
+  openDatabase,
+  pushTickDeps,
+  queuePush,
+  type Sandbox,
+  testBox,
+} from './support/ticks.js';
 
 let cluster: Cluster;
+let sandbox: Sandbox;
 let box: SecretBox;
 let url: string;
 let handle: DatabaseHandle;
@@ -55,13 +67,14 @@ async function receiver(port = 0, status = 204) {
 }
 
 beforeAll(async () => {
-  cluster = await startCluster();
+  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
   box = await testBox();
   url = await freshDatabase(cluster);
   handle = await openDatabase(url, log);
 });
 afterAll(async () => {
   await handle?.close();
+  await sandbox?.close();
   await cluster?.remove();
 });
 
@@ -130,6 +143,41 @@ describe('webhooks', () => {
       expect(events.map((e) => e.data.id)).not.toContain(ids[2]);
       expect(rx.received.every((r) => r.headers['content-type'] === 'application/json')).toBe(true);
       expect((await deliveries(endpoint.id)).map((d) => d.status)).toEqual(['delivered', 'delivered']);
+    } finally {
+      await rx.close();
+    }
+  });
+
+  it('the push tick records invoice.pushed and invoice.dead with its settle; the receiver gets both', async () => {
+    const { org } = await connectedOrganization(handle.db, box, sandbox, 'Drill Co', {
+      accountCodes: undefined,
+    });
+    const rx = await receiver();
+    try {
+      const endpoint = await createEndpoint(handle.db, box, org.id, rx.url);
+      const good = await queuePush(handle.db, org.id, 'drill-good');
+      const bad = await queuePush(handle.db, org.id, 'drill-bad', {
+        contact: { name: 'Customer' },
+        lineItems: [{ description: 'Widget', quantity: '1', unitAmount: '1.00', accountCode: '4999' }],
+        date: '2026-11-29',
+        currency: 'NZD',
+      });
+      const tick = pushTickDeps(sandbox, box, log, { tokens: new AccessTokenCache() });
+      expect(await pushDueInvoices(handle.db, tick)).toMatchObject({ pushed: 1, dead: 1 });
+      await deliverDueWebhooks(handle.db, deps());
+      const wh = new Webhook(endpoint.secret);
+      const events = rx.received.map(
+        (r) =>
+          wh.verify(r.body, r.headers) as {
+            type: string;
+            data: { id: string; xeroInvoiceId: string | null };
+          },
+      );
+      expect(Object.fromEntries(events.map((e) => [e.data.id, e.type]))).toEqual({
+        [good]: 'invoice.pushed',
+        [bad]: 'invoice.dead',
+      });
+      expect(events.find((e) => e.data.id === good)?.data.xeroInvoiceId).toBeTruthy();
     } finally {
       await rx.close();
     }
