@@ -5,6 +5,7 @@
 
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { loadConfig } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
 import type { DatabaseHandle } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
@@ -13,6 +14,7 @@ import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AccessTokenCache } from '../src/app/connections/grants.js';
+import { openDriver } from '../src/app/databases.js';
 import { cancelPush } from '../src/app/invoices/control.js';
 import { createOrganization } from '../src/app/organizations.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
@@ -20,6 +22,7 @@ import { type DeliveryDeps, deliverDueWebhooks } from '../src/app/webhooks/deliv
 import { createEndpoint } from '../src/app/webhooks/endpoints.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
+import { type InProcessApp, startInProcess } from './support/in-process.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import {
   captureLog,
@@ -275,6 +278,120 @@ describe('webhooks', () => {
         /resolves to a loopback address \(127\.0\.0\.1\)/,
       );
       expect(sent).toEqual([]);
+    } finally {
+      await rx.close();
+    }
+  });
+});
+
+describe('/api/webhook-endpoints', () => {
+  const apps: InProcessApp[] = [];
+  afterAll(async () => {
+    for (const a of apps) await a.close();
+  });
+  async function appWith(env: Record<string, string>) {
+    const driver = openDriver(loadConfig({ DATABASE_URL: url }), log);
+    await driver.ready();
+    const a = await startInProcess({ driver, env });
+    apps.push(a);
+    return a;
+  }
+  const send = (a: InProcessApp, key: string, method: string, path: string, body?: unknown) =>
+    a.request(`/api/webhook-endpoints${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+
+  it('refuses at registration private, metadata, loopback and plain-http receivers, naming the field', async () => {
+    const prod = await appWith({});
+    const org = await createOrganization(handle.db, 'Register Co');
+    await prod.reloadIndexes();
+    for (const target of [
+      'https://10.0.0.1/hook',
+      'https://169.254.169.254/latest/meta-data',
+      'https://[::1]/hook',
+      'https://[::ffff:127.0.0.1]/hook',
+      'https://localhost/hook',
+      'http://example.com/hook',
+      'https://100.64.1.1/hook',
+    ]) {
+      const res = await send(prod, org.apiKey, 'POST', '', { url: target });
+      expect(res.status, target).toBe(422);
+      expect(await res.json()).toMatchObject({
+        error: { code: 'validation_failed', fields: [{ path: 'url' }] },
+      });
+    }
+    expect((await send(prod, org.apiKey, 'POST', '', { url: 42 })).status).toBe(422);
+    expect((await send(prod, org.apiKey, 'POST', '', { url: 'https://example.com/', extra: 1 })).status).toBe(
+      422,
+    );
+    const malformed = await prod.request('/api/webhook-endpoints', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${org.apiKey}`, 'content-type': 'application/json' },
+      body: '{',
+    });
+    expect(malformed.status).toBe(400);
+    // With the development setting, loopback is allowed; private and metadata addresses still are not.
+    const dev = await appWith({ WEBHOOK_ALLOW_INSECURE: 'true' });
+    await dev.reloadIndexes();
+    expect((await send(dev, org.apiKey, 'POST', '', { url: 'http://10.0.0.1/hook' })).status).toBe(422);
+    expect((await send(dev, org.apiKey, 'POST', '', { url: 'http://169.254.169.254/' })).status).toBe(422);
+    expect((await send(dev, org.apiKey, 'POST', '', { url: 'http://127.0.0.1:9/hook' })).status).toBe(201);
+  });
+
+  it('register, list, rotate with an overlap (both secrets sign), the delivery log, a resend, delete', async () => {
+    const dev = await appWith({ WEBHOOK_ALLOW_INSECURE: 'true' });
+    const org = await createOrganization(handle.db, 'Lifecycle Co');
+    await dev.reloadIndexes();
+    const rx = await receiver();
+    try {
+      const created = await send(dev, org.apiKey, 'POST', '', { url: rx.url });
+      expect(created.status).toBe(201);
+      const endpoint = (await created.json()) as { id: string; secret: string };
+      expect(endpoint.secret).toMatch(/^whsec_/);
+      const listed = (await (await send(dev, org.apiKey, 'GET', '')).json()) as {
+        data: Record<string, unknown>[];
+      };
+      expect(listed.data).toHaveLength(1);
+      expect(listed.data[0]).not.toHaveProperty('secret');
+
+      const rotated = (await (
+        await send(dev, org.apiKey, 'POST', `/${endpoint.id}/rotate-secret`)
+      ).json()) as {
+        secret: string;
+      };
+      expect(rotated.secret).not.toBe(endpoint.secret);
+      await cancelPush(handle.db, org.id, await queuePush(handle.db, org.id, 'life-1'));
+      await deliverDueWebhooks(handle.db, deps());
+      const [got] = rx.received;
+      expect(got?.headers['webhook-signature']?.split(' ')).toHaveLength(2);
+      for (const secret of [endpoint.secret, rotated.secret]) {
+        expect(new Webhook(secret).verify(got?.body ?? '', got?.headers ?? {})).toMatchObject({
+          type: 'invoice.cancelled',
+        });
+      }
+
+      const log = (await (await send(dev, org.apiKey, 'GET', `/${endpoint.id}/deliveries`)).json()) as {
+        data: { id: string; status: string; type: string }[];
+      };
+      expect(log.data).toMatchObject([{ status: 'delivered', type: 'invoice.cancelled' }]);
+      const resend = await send(
+        dev,
+        org.apiKey,
+        'POST',
+        `/${endpoint.id}/deliveries/${log.data[0]?.id}/resend`,
+      );
+      expect(resend.status).toBe(202);
+      await deliverDueWebhooks(handle.db, deps());
+      expect(rx.received).toHaveLength(2);
+      expect(rx.received[1]?.headers['webhook-id']).toBe(got?.headers['webhook-id']);
+
+      expect((await send(dev, org.apiKey, 'DELETE', `/${endpoint.id}`)).status).toBe(204);
+      expect((await send(dev, org.apiKey, 'GET', `/${endpoint.id}/deliveries`)).status).toBe(404);
+      const other = await createOrganization(handle.db, 'Other Co');
+      await dev.reloadIndexes();
+      expect((await send(dev, other.apiKey, 'DELETE', `/${endpoint.id}`)).status).toBe(404);
     } finally {
       await rx.close();
     }

@@ -5,15 +5,24 @@ import { AccessTokenCache } from './connections/grants.js';
 import { CredentialsState, refreshExpiringTokens } from './connections/refresh-tokens.js';
 import { prunePushes } from './push/prune-pushes.js';
 import { pushDueInvoices } from './push/tick.js';
+import { deliverDueWebhooks } from './webhooks/deliver.js';
+import type { Resolver } from './webhooks/ssrf.js';
 import type { XeroClient } from './xero/client.js';
 
-export const TICKS = { push: 'push-invoices', refresh: 'refresh-tokens', prune: 'prune-pushes' } as const;
+export const TICKS = {
+  push: 'push-invoices',
+  refresh: 'refresh-tokens',
+  prune: 'prune-pushes',
+  webhooks: 'deliver-webhooks',
+} as const;
 
 export interface TickSetup {
   config: AppConfig;
   xero: XeroClient;
   box: SecretBox;
   log: Logger;
+  /** node:dns on Node and Bun, for the SSRF guard at delivery; none on Workers. */
+  resolve?: Resolver;
 }
 
 /** The tick functions, ready to be run by a scheduler loop (Node, Bun) or a cron trigger (Workers). */
@@ -62,14 +71,38 @@ export function createTicks({ config, xero, box, log }: TickSetup) {
 export function appTicks(setup: TickSetup): AppTick[] {
   if (!setup.config.xero.clientId) {
     setup.log.warn('Xero is not configured (XERO_CLIENT_ID): the push and token-refresh ticks are off');
-    return retentionTick(setup.config);
+    return [...retentionTick(setup.config), webhookTick(setup)];
   }
   const ticks = createTicks(setup);
   const intervalMs = setup.config.tickIntervalMs;
   return [
     ...[TICKS.refresh, TICKS.push].map((name) => ({ name, intervalMs, run: ticks[name] })),
     ...retentionTick(setup.config),
+    webhookTick(setup),
   ];
+}
+
+/** Webhook deliveries: a tick of its own, so a slow receiver never holds a push. */
+function webhookTick({ config, box, log, resolve }: TickSetup): AppTick {
+  const w = config.webhooks;
+  return {
+    name: TICKS.webhooks,
+    intervalMs: Math.min(config.tickIntervalMs, 10_000),
+    run: (db: Parameters<typeof deliverDueWebhooks>[0], run: TickRun) =>
+      deliverDueWebhooks(db, {
+        owner: run.owner,
+        box,
+        log,
+        batchSize: 100,
+        perEndpoint: 4,
+        timeoutMs: w.timeoutMs,
+        maxResponseBytes: w.maxResponseBytes,
+        backoff: w.backoff,
+        retryForMs: w.retryForMs,
+        allowInsecure: w.allowInsecure,
+        ...(resolve ? { resolve } : {}),
+      }),
+  };
 }
 
 /** The retention tick, when PUSH_RETENTION_DAYS is set: at most 10,000 rows a run, 1,000 a statement. */

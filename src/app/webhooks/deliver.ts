@@ -122,7 +122,7 @@ async function deliverOne(d: Claimed, deps: DeliveryDeps): Promise<Outcome> {
       headers: {
         'content-type': 'application/json',
         'user-agent': 'honest-health-webhooks',
-        ...signedHeaders(secrets, d.event_id, timestamp, body),
+        ...(await signedHeaders(secrets, d.event_id, timestamp, body)),
       },
       body,
       redirect: 'manual',
