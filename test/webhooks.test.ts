@@ -17,6 +17,7 @@ import { AccessTokenCache } from '../src/app/connections/grants.js';
 import { openDriver } from '../src/app/databases.js';
 import { cancelPush } from '../src/app/invoices/control.js';
 import { createOrganization } from '../src/app/organizations.js';
+import { markForbidden } from '../src/app/push/signals.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
 import { type DeliveryDeps, deliverDueWebhooks } from '../src/app/webhooks/deliver.js';
 import { createEndpoint } from '../src/app/webhooks/endpoints.js';
@@ -181,6 +182,28 @@ describe('webhooks', () => {
         [bad]: 'invoice.dead',
       });
       expect(events.find((e) => e.data.id === good)?.data.xeroInvoiceId).toBeTruthy();
+    } finally {
+      await rx.close();
+    }
+  });
+
+  it('connection.needs_reauth once per connection it happens to, in the statement that marks it', async () => {
+    const { org, connectionId, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Reauth Co');
+    const rx = await receiver();
+    try {
+      const endpoint = await createEndpoint(handle.db, box, org.id, rx.url);
+      await markForbidden(handle.db, new Map([[connectionId, 'Xero answered 403']]));
+      // Already marked: no second event.
+      await markForbidden(handle.db, new Map([[connectionId, 'Xero answered 403 again']]));
+      await deliverDueWebhooks(handle.db, deps());
+      const wh = new Webhook(endpoint.secret);
+      const events = rx.received.map((r) => wh.verify(r.body, r.headers));
+      expect(events).toMatchObject([
+        {
+          type: 'connection.needs_reauth',
+          data: { id: connectionId, tenantId, reason: 'Xero answered 403' },
+        },
+      ]);
     } finally {
       await rx.close();
     }
@@ -388,12 +411,41 @@ describe('/api/webhook-endpoints', () => {
       expect(rx.received[1]?.headers['webhook-id']).toBe(got?.headers['webhook-id']);
 
       expect((await send(dev, org.apiKey, 'DELETE', `/${endpoint.id}`)).status).toBe(204);
+      expect(rx.received).toHaveLength(2);
       expect((await send(dev, org.apiKey, 'GET', `/${endpoint.id}/deliveries`)).status).toBe(404);
       const other = await createOrganization(handle.db, 'Other Co');
       await dev.reloadIndexes();
       expect((await send(dev, other.apiKey, 'DELETE', `/${endpoint.id}`)).status).toBe(404);
     } finally {
       await rx.close();
+    }
+  });
+});
+
+describe('connection.disconnected', () => {
+  it('is written by the DELETE of the connection, and delivered', async () => {
+    const driver = openDriver(loadConfig({ DATABASE_URL: url }), log);
+    await driver.ready();
+    const app = await startInProcess({ driver });
+    const { org, connectionId } = await connectedOrganization(handle.db, box, sandbox, 'Leaving Co');
+    await app.reloadIndexes();
+    const rx = await receiver();
+    try {
+      const endpoint = await createEndpoint(handle.db, box, org.id, rx.url);
+      const res = await app.request(`/api/connections/${connectionId}`, {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${org.apiKey}` },
+      });
+      expect(res.status).toBe(204);
+      await app.background();
+      await deliverDueWebhooks(handle.db, deps());
+      const wh = new Webhook(endpoint.secret);
+      expect(rx.received.map((r) => wh.verify(r.body, r.headers))).toMatchObject([
+        { type: 'connection.disconnected', data: { id: connectionId } },
+      ]);
+    } finally {
+      await rx.close();
+      await app.close();
     }
   });
 });

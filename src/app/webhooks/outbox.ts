@@ -33,3 +33,7 @@ export function outbox(name: string, source: string, type: WebhookEventType, dat
 export const invoiceEventData = sql`jsonb_build_object('id', s.id, 'status', s.status,
   'idempotencyKey', s.idempotency_key, 'tenantId', s.tenant_id, 'xeroInvoiceId', s.xero_invoice_id,
   'lastError', s.last_error)`;
+
+/** What a connection event carries. */
+export const connectionEventData = sql`jsonb_build_object('id', s.id, 'tenantId', s.tenant_id,
+  'tenantName', s.tenant_name, 'reason', s.reason)`;
