@@ -87,7 +87,8 @@ function webhookTick({ config, box, log, resolve }: TickSetup): AppTick {
   const w = config.webhooks;
   return {
     name: TICKS.webhooks,
-    intervalMs: Math.min(config.tickIntervalMs, 10_000),
+    // The cron's period on Workers, where tick health judges every tick by it.
+    intervalMs: config.tickIntervalMs,
     run: (db: Parameters<typeof deliverDueWebhooks>[0], run: TickRun) =>
       deliverDueWebhooks(db, {
         owner: run.owner,
