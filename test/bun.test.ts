@@ -77,7 +77,12 @@ describe('Bun entry', () => {
         (h) => h.status === 200 && Object.values(h.body.ticks).every((t) => t.last_success_at !== null),
         10_000,
       );
-      expect(Object.keys(body.ticks).sort()).toEqual(['push-invoices', 'refresh-tokens', 'sweep']);
+      expect(Object.keys(body.ticks).sort()).toEqual([
+        'deliver-webhooks',
+        'push-invoices',
+        'refresh-tokens',
+        'sweep',
+      ]);
       expect(body.ticks['push-invoices']?.instances.map((i) => i.instance)).toEqual(['bun-1']);
       await until(
         async () => sentry.items.filter((i) => i.header.type === 'check_in' && i.payload.status === 'ok'),

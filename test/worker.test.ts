@@ -1,12 +1,16 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSecretBox, generateKeyBase64 } from '@honest-health/platform/crypto';
 import { sql } from 'drizzle-orm';
 import { Miniflare } from 'miniflare';
 import pg from 'pg';
+import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createOrganization } from '../src/app/organizations.js';
+import { createEndpoint } from '../src/app/webhooks/endpoints.js';
 import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase, neonUrl, ownedDatabase } from './support/databases.js';
@@ -311,6 +315,44 @@ describe('the Worker in workerd', () => {
     await db.end();
     expect(rows[0].status).toBe('pushed');
     expect(sandbox.state.statsSnapshot().invoicesCreated[tenantId]).toBe(1);
+  });
+
+  it('delivers webhooks from scheduled(): the push it makes, signed, to a receiver on 127.0.0.1', async () => {
+    const url = await freshDatabase(cluster);
+    const { log } = captureLog();
+    const handle = await openDatabase(url, log);
+    const box = await testBox();
+    const { org } = await connectedOrganization(handle.db, box, sandbox, 'Cron Hooks Co');
+    const received: { headers: Record<string, string>; body: string }[] = [];
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => {
+        body += c;
+      });
+      req.on('end', () => {
+        received.push({ headers: req.headers as Record<string, string>, body });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const endpoint = await createEndpoint(handle.db, box, org.id, `http://127.0.0.1:${port}/hook`);
+      const id = await queuePush(handle.db, org.id, 'cron-hook-1');
+      await handle.close();
+      const mf = worker({
+        DATABASE_URL: neonUrl(url),
+        WEBHOOK_ALLOW_INSECURE: 'true',
+        ...sandboxEnv(sandbox),
+      });
+      // The push tick runs before the delivery tick in one invocation: the event goes out in the same one.
+      await runScheduled(mf);
+      expect(received).toHaveLength(1);
+      const event = new Webhook(endpoint.secret).verify(received[0]?.body ?? '', received[0]?.headers ?? {});
+      expect(event).toMatchObject({ type: 'invoice.pushed', data: { id, status: 'pushed' } });
+    } finally {
+      server.close();
+    }
   });
 
   it('runs the connect flow: a one-time link, its cookie, PKCE, the callback', async () => {

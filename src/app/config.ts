@@ -1,5 +1,15 @@
 import { type Env, int, parseEnv } from '@honest-health/platform';
-import { _default, object, optional, pipe, refine, string, superRefine, transform } from 'zod/mini';
+import {
+  _default,
+  object,
+  optional,
+  pipe,
+  refine,
+  string,
+  superRefine,
+  transform,
+  enum as zenum,
+} from 'zod/mini';
 import { DEFAULT_XERO_SCOPES, missingInvoiceScope } from './connections/scopes.js';
 import { shortenedXeroBudget, XERO_BUDGET, type XeroBudget } from './push/budget.js';
 import { DEFAULT_CLAIM_PAYLOAD_BYTES } from './push/claim-bytes.js';
@@ -25,6 +35,19 @@ export interface AppConfig {
   /** How often an idle grant's refresh token is used, so that it never reaches Xero's 60 days unused. */
   refreshKeepAliveMs: number;
   limits: ApiLimits;
+  webhooks: WebhookConfig;
+}
+
+/** Webhook deliveries (docs/api.md, "Webhooks"). */
+export interface WebhookConfig {
+  /** WEBHOOK_ALLOW_INSECURE: http and loopback receivers, for tests and local development only. */
+  allowInsecure: boolean;
+  timeoutMs: number;
+  retryForMs: number;
+  backoff: { baseMs: number; maxMs: number };
+  maxResponseBytes: number;
+  /** How long the previous secret still signs after a rotation. */
+  secretOverlapMs: number;
 }
 
 /** What one API key and one organization may do (docs/api.md, "Limits and quotas"). */
@@ -139,6 +162,16 @@ const schema = object({
   REQUEST_BODY_BUDGET_BYTES: int(1_048_576, 4_294_967_296, 8_388_608),
   CONNECT_RATE_PER_MINUTE: int(1, 6_000_000, 60),
   CONNECT_RATE_BURST: int(1, 1_000_000, 20),
+  WEBHOOK_ALLOW_INSECURE: _default(
+    optional(zenum(['true', 'false'], { error: () => 'must be true or false' })),
+    'false',
+  ),
+  WEBHOOK_TIMEOUT_MS: int(100, 60_000, 10_000),
+  WEBHOOK_RETRY_FOR_MS: int(1000, 30 * 86_400_000, 3 * 86_400_000),
+  WEBHOOK_BACKOFF_BASE_MS: int(10, 3_600_000, 30_000),
+  WEBHOOK_BACKOFF_MAX_MS: int(10, 86_400_000, 6 * 3_600_000),
+  WEBHOOK_MAX_RESPONSE_BYTES: int(0, 10 * 1024 * 1024, 64 * 1024),
+  WEBHOOK_SECRET_OVERLAP_MS: int(0, 30 * 86_400_000, 86_400_000),
 }).check(
   superRefine((e, ctx) => {
     // A real database holds real tokens: they are only ever encrypted with a key the operator owns.
@@ -227,6 +260,14 @@ export function loadAppConfig(env: Env): AppConfig {
       maxPendingConnectFlows: e.ORG_MAX_PENDING_CONNECT_FLOWS,
       bodyBudgetBytes: e.REQUEST_BODY_BUDGET_BYTES,
       clientRate: { perMinute: e.CONNECT_RATE_PER_MINUTE, burst: e.CONNECT_RATE_BURST },
+    },
+    webhooks: {
+      allowInsecure: e.WEBHOOK_ALLOW_INSECURE === 'true',
+      timeoutMs: e.WEBHOOK_TIMEOUT_MS,
+      retryForMs: e.WEBHOOK_RETRY_FOR_MS,
+      backoff: { baseMs: e.WEBHOOK_BACKOFF_BASE_MS, maxMs: e.WEBHOOK_BACKOFF_MAX_MS },
+      maxResponseBytes: e.WEBHOOK_MAX_RESPONSE_BYTES,
+      secretOverlapMs: e.WEBHOOK_SECRET_OVERLAP_MS,
     },
   };
 }

@@ -59,6 +59,9 @@ export async function buildHonestHealth(
     }
   }
   const box = await createSecretBox(tokenKey, config.previousTokenEncryptionKeys);
+  // Workers cannot resolve names: there the registration check and Cloudflare's egress rules stand.
+  const resolve =
+    lifecycle === 'process' ? (await import('./webhooks/dns-resolver.js')).systemResolver : undefined;
   const xero = createXeroClient(config.xero, xeroFetch);
   const apiKeys = new ApiKeyIndex();
   const app: AppInstance<AuthEnv> = {
@@ -70,9 +73,12 @@ export async function buildHonestHealth(
       log,
       pushTick: TICKS.push,
       limits: config.limits,
+      webhooks: config.webhooks,
+      deliveryTick: TICKS.webhooks,
+      ...(resolve ? { resolve } : {}),
     }),
     onError: (err, c) => answerAppError(err, c, log),
-    ticks: appTicks({ config, xero, box, log }),
+    ticks: appTicks({ config, xero, box, log, ...(resolve ? { resolve } : {}) }),
     indexes: [{ name: 'api-key index', refreshMs: config.apiKeyRefreshMs, load: (db) => apiKeys.load(db) }],
     metrics: {
       gauges: (registry, context) => observeQueueDepth(registry, context),

@@ -3,12 +3,14 @@ import type { SecretBox } from '@honest-health/platform/crypto';
 import { apiHeaders } from './api-headers.js';
 import type { ApiKeyIndex } from './api-key-index.js';
 import { type AuthEnv, requireApiKey } from './auth.js';
-import type { ApiLimits, XeroConfig } from './config.js';
+import type { ApiLimits, WebhookConfig, XeroConfig } from './config.js';
 import { connectLinkRoutes } from './connections/connect-link-routes.js';
 import { connectRoutes } from './connections/connect-routes.js';
 import { connectionRoutes } from './connections/routes.js';
 import { invoiceRoutes } from './invoices/routes.js';
 import { KeyRateLimiter, limitKeyRate } from './rate-limit.js';
+import { webhookRoutes } from './webhooks/routes.js';
+import type { Resolver } from './webhooks/ssrf.js';
 import type { XeroClient } from './xero/client.js';
 
 export interface AppRoutesDeps {
@@ -20,6 +22,10 @@ export interface AppRoutesDeps {
   /** The tick that pushes invoices: new work (an invoice, a connection) schedules it at once. */
   pushTick: string;
   limits: ApiLimits;
+  webhooks: WebhookConfig;
+  /** node:dns on Node and Bun (the SSRF guard at registration); none on Workers. */
+  resolve?: Resolver;
+  deliveryTick: string;
 }
 
 /** The app's routes: the Xero connect flow and the API behind an API key. */
@@ -31,6 +37,9 @@ export function appRoutes({
   log,
   pushTick,
   limits,
+  webhooks,
+  resolve,
+  deliveryTick,
 }: AppRoutesDeps): Hono<AuthEnv> {
   const app = new Hono<AuthEnv>();
   for (const path of ['/api', '/api/*', '/connect', '/connect/*']) app.use(path, apiHeaders);
@@ -55,6 +64,10 @@ export function appRoutes({
     }),
   );
   api.route('/connections', connectionRoutes({ xero, box, log, pushTick }));
+  api.route(
+    '/webhook-endpoints',
+    webhookRoutes({ box, config: webhooks, deliveryTick, ...(resolve ? { resolve } : {}) }),
+  );
   app.route('/api', api);
   return app;
 }

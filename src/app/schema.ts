@@ -8,6 +8,7 @@ import {
   integer,
   jsonb,
   pgTable,
+  primaryKey,
   text,
   timestamp,
   unique,
@@ -184,7 +185,15 @@ export const xeroAppLimits = pgTable('xero_app_limits', {
   updatedAt: updatedAt(),
 });
 
-export const PUSH_STATUSES = ['queued', 'pushed', 'failed', 'dead', 'awaiting_connection'] as const;
+// `cancelled`: stopped through POST /api/invoices/{id}/cancel before anything reached Xero; never claimed.
+export const PUSH_STATUSES = [
+  'queued',
+  'pushed',
+  'failed',
+  'dead',
+  'awaiting_connection',
+  'cancelled',
+] as const;
 export type PushStatus = (typeof PUSH_STATUSES)[number];
 
 export const invoicePushes = pgTable(
@@ -228,7 +237,7 @@ export const invoicePushes = pgTable(
     check('invoice_pushes_key_length_check', sql`char_length(${t.idempotencyKey}) between 1 and 128`),
     check(
       'invoice_pushes_status_check',
-      sql`${t.status} in ('queued', 'pushed', 'failed', 'dead', 'awaiting_connection')`,
+      sql`${t.status} in ('queued', 'pushed', 'failed', 'dead', 'awaiting_connection', 'cancelled')`,
     ),
     // The claim reads due pushes in next_attempt_at order: a partial index serves it without a sort.
     index('invoice_pushes_due_idx').on(t.nextAttemptAt).where(sql`${t.status} in ('queued', 'failed')`),
@@ -249,6 +258,29 @@ export const invoicePushes = pgTable(
     // The retention tick finds settled history by age without reading what is still open. On created_at,
     // which no claim changes: an index on updated_at would make every claim's lease update non-HOT.
     index('invoice_pushes_settled_idx').on(t.createdAt).where(sql`${t.status} in ('pushed', 'dead')`),
+  ],
+);
+
+/**
+ * The Idempotency-Keys POST /api/invoices/{id}/retry was called with: a replay answers with the push as it
+ * is now and requeues nothing. Written in the same statement as the requeue it records, so a key is kept
+ * only for a retry that happened; deleted with its push.
+ */
+export const invoicePushRetries = pgTable(
+  'invoice_push_retries',
+  {
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organizations.id, { onDelete: 'cascade' }),
+    idempotencyKey: text('idempotency_key').notNull(),
+    pushId: uuid('push_id')
+      .notNull()
+      .references(() => invoicePushes.id, { onDelete: 'cascade' }),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.idempotencyKey] }),
+    index('invoice_push_retries_push_idx').on(t.pushId),
   ],
 );
 
@@ -280,4 +312,78 @@ export const connectLinks = pgTable(
     createdAt: createdAt(),
   },
   (t) => [index('connect_links_org_idx').on(t.organizationId, t.expiresAt)],
+);
+
+/**
+ * An organization's webhook receivers (docs/api.md, "Webhooks"). The signing secret is sealed with the
+ * token key (as Xero tokens are) and shown once; during a rotation the previous one signs too, until
+ * `previous_secret_expires_at`. A disabled endpoint gets no new deliveries; `disabled_reason` says why.
+ */
+export const webhookEndpoints = pgTable(
+  'webhook_endpoints',
+  {
+    id: id(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organizations.id, { onDelete: 'cascade' }),
+    url: text('url').notNull(),
+    secretEnc: text('secret_enc').notNull(),
+    previousSecretEnc: text('previous_secret_enc'),
+    previousSecretExpiresAt: timestamp('previous_secret_expires_at', { withTimezone: true }),
+    disabledAt: timestamp('disabled_at', { withTimezone: true }),
+    disabledReason: text('disabled_reason'),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index('webhook_endpoints_org_idx').on(t.organizationId)],
+);
+
+/**
+ * The outbox: one row per event, written by the same statement as the change that causes it, so a change
+ * that rolled back has none. Its deliveries (one per endpoint active then) are written by that statement too.
+ */
+export const webhookEvents = pgTable(
+  'webhook_events',
+  {
+    id: id(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organizations.id, { onDelete: 'cascade' }),
+    type: text('type').notNull(),
+    data: jsonb('data').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index('webhook_events_org_created_idx').on(t.organizationId, t.createdAt)],
+);
+
+export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed', 'dead'] as const;
+
+/** One event to one endpoint: the delivery queue, claimed with a lease as invoice pushes are. */
+export const webhookDeliveries = pgTable(
+  'webhook_deliveries',
+  {
+    id: id(),
+    eventId: uuid('event_id')
+      .notNull()
+      .references(() => webhookEvents.id, { onDelete: 'cascade' }),
+    endpointId: uuid('endpoint_id')
+      .notNull()
+      .references(() => webhookEndpoints.id, { onDelete: 'cascade' }),
+    status: text('status', { enum: DELIVERY_STATUSES }).notNull().default('pending'),
+    attempts: integer('attempts').notNull().default(0),
+    nextAttemptAt: timestamp('next_attempt_at', { withTimezone: true }).notNull().defaultNow(),
+    leaseOwner: text('lease_owner'),
+    leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true }),
+    lastStatus: integer('last_status'),
+    lastError: text('last_error'),
+    deliveredAt: timestamp('delivered_at', { withTimezone: true }),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    check('webhook_deliveries_status_check', sql`${t.status} in ('pending', 'delivered', 'failed', 'dead')`),
+    index('webhook_deliveries_due_idx').on(t.nextAttemptAt).where(sql`${t.status} in ('pending', 'failed')`),
+    index('webhook_deliveries_endpoint_idx').on(t.endpointId, t.createdAt),
+    index('webhook_deliveries_event_idx').on(t.eventId),
+  ],
 );

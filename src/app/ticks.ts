@@ -7,6 +7,8 @@ import { CredentialsState, refreshExpiringTokens } from './connections/refresh-t
 import { detachSettledPushes } from './push/detach-settled.js';
 import { prunePushes } from './push/prune-pushes.js';
 import { pushDueInvoices } from './push/tick.js';
+import { deliverDueWebhooks } from './webhooks/deliver.js';
+import type { Resolver } from './webhooks/ssrf.js';
 import type { XeroClient } from './xero/client.js';
 
 export const TICKS = {
@@ -14,6 +16,7 @@ export const TICKS = {
   refresh: 'refresh-tokens',
   prune: 'prune-pushes',
   sweep: 'sweep',
+  webhooks: 'deliver-webhooks',
 } as const;
 
 export interface TickSetup {
@@ -21,6 +24,8 @@ export interface TickSetup {
   xero: XeroClient;
   box: SecretBox;
   log: Logger;
+  /** node:dns on Node and Bun, for the SSRF guard at delivery; none on Workers. */
+  resolve?: Resolver;
 }
 
 /** The tick functions, ready to be run by a scheduler loop (Node, Bun) or a cron trigger (Workers). */
@@ -70,7 +75,7 @@ export function createTicks({ config, xero, box, log }: TickSetup) {
 export function appTicks(setup: TickSetup): AppTick[] {
   if (!setup.config.xero.clientId) {
     setup.log.warn('Xero is not configured (XERO_CLIENT_ID): the push and token-refresh ticks are off');
-    return [sweepTick(setup.config), ...retentionTick(setup.config)];
+    return [sweepTick(setup.config), ...retentionTick(setup.config), webhookTick(setup)];
   }
   const ticks = createTicks(setup);
   const intervalMs = setup.config.tickIntervalMs;
@@ -78,6 +83,7 @@ export function appTicks(setup: TickSetup): AppTick[] {
     ...[TICKS.refresh, TICKS.push].map((name) => ({ name, intervalMs, run: ticks[name] })),
     sweepTick(setup.config),
     ...retentionTick(setup.config),
+    webhookTick(setup),
   ];
 }
 
@@ -90,6 +96,30 @@ function sweepTick(config: TickSetup['config']): AppTick {
     name: TICKS.sweep,
     intervalMs: config.tickIntervalMs,
     run: async (db) => ({ ...(await sweepExpiredFlows(db)), ...(await detachSettledPushes(db)) }),
+  };
+}
+
+/** Webhook deliveries: a tick of its own, so a slow receiver never holds a push. */
+function webhookTick({ config, box, log, resolve }: TickSetup): AppTick {
+  const w = config.webhooks;
+  return {
+    name: TICKS.webhooks,
+    // The cron's period on Workers, where tick health judges every tick by it.
+    intervalMs: config.tickIntervalMs,
+    run: (db: Parameters<typeof deliverDueWebhooks>[0], run: TickRun) =>
+      deliverDueWebhooks(db, {
+        owner: run.owner,
+        box,
+        log,
+        batchSize: 100,
+        perEndpoint: 4,
+        timeoutMs: w.timeoutMs,
+        maxResponseBytes: w.maxResponseBytes,
+        backoff: w.backoff,
+        retryForMs: w.retryForMs,
+        allowInsecure: w.allowInsecure,
+        ...(resolve ? { resolve } : {}),
+      }),
   };
 }
 

@@ -3,7 +3,8 @@ import { interval, poisonReason } from '@honest-health/platform';
 import { type SecretBox, SecretBoxOpenError } from '@honest-health/platform/crypto';
 import { and, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm';
 import { ofConnection } from '../push/connection-range.js';
-import { xeroConnections, xeroGrants } from '../schema.js';
+import { xeroGrants } from '../schema.js';
+import { connectionEventData, outbox } from '../webhooks/outbox.js';
 import type { XeroClient } from '../xero/client.js';
 import { tokenContext } from './grants.js';
 
@@ -300,14 +301,16 @@ export async function refreshExpiringTokens(db: Database, deps: RefreshTickDeps)
           .where(mine)
           .returning({ id: xeroGrants.id });
         if (marked.length > 0) {
-          await db
-            .update(xeroConnections)
-            .set({
-              status: 'needs_reauth',
-              statusReason: 'Xero refused the refresh token',
-              updatedAt: sql`now()`,
-            })
-            .where(eq(xeroConnections.grantId, g.id));
+          // With a connection.needs_reauth event for each connection this makes so, in the same statement.
+          await db.execute(sql`
+            WITH marked AS (
+              UPDATE xero_connections c SET status = 'needs_reauth',
+                status_reason = 'Xero refused the refresh token', updated_at = now()
+              FROM xero_connections o WHERE o.id = c.id AND c.grant_id = ${g.id}
+              RETURNING c.id, c.organization_id, c.tenant_id, c.tenant_name, c.status_reason AS reason, o.status AS was),
+            newly AS (SELECT * FROM marked WHERE was = 'active'),
+            ${outbox('reauth', 'newly', 'connection.needs_reauth', connectionEventData)}
+            SELECT count(*) FROM marked`);
           result.needsReauth += 1;
           deps.log.warn('xero grant needs re-authorisation', { grant: g.id });
         } else {

@@ -5,7 +5,9 @@ import { and, eq, sql } from 'drizzle-orm';
 import { uuid } from 'zod/mini';
 import type { AuthEnv } from '../auth.js';
 import { ApiError, errorBody } from '../errors.js';
+import { rowsOf } from '../push/rows.js';
 import { xeroConnections, xeroGrants } from '../schema.js';
+import { connectionEventData, outbox } from '../webhooks/outbox.js';
 import type { XeroClient } from '../xero/client.js';
 import { chooseConnection, listConnections } from './choose.js';
 import { tokenContext } from './grants.js';
@@ -97,10 +99,15 @@ export function connectionRoutes({ xero, box, log, pushTick }: ConnectionRoutesD
           last_error = ${`its Xero tenant (${row.tenantName ?? row.tenantId}) was disconnected: connect it again and choose it`},
           updated_at = now()
         WHERE connection_id = ${id} AND status IN ('queued', 'failed', 'awaiting_connection')`);
-      const [gone] = await db
-        .delete(xeroConnections)
-        .where(and(eq(xeroConnections.id, id), eq(xeroConnections.organizationId, organization.id)))
-        .returning({ id: xeroConnections.id });
+      // The connection.disconnected event is written by the DELETE's own statement.
+      const [gone] = rowsOf<{ id: string }>(
+        await db.execute(sql`
+          WITH gone AS (
+            DELETE FROM xero_connections WHERE id = ${id} AND organization_id = ${organization.id}
+            RETURNING id, organization_id, tenant_id, tenant_name, 'disconnected through the API'::text AS reason),
+          ${outbox('disconnected', 'gone', 'connection.disconnected', connectionEventData)}
+          SELECT id FROM gone`),
+      );
       if (!gone) return undefined;
       const lastOfGrant = await db
         .delete(xeroGrants)

@@ -4,6 +4,7 @@ import { coerce, int, maximum, minimum, optional, strictObject, string, uuid, en
 import type { AuthEnv } from '../auth.js';
 import { ApiError, errorBody } from '../errors.js';
 import { PUSH_STATUSES } from '../schema.js';
+import { type BlockedState, type ControlOutcome, cancelPush, retryPush } from './control.js';
 import { fieldErrors, idempotencyKey, invoiceInput } from './input.js';
 import { PendingInvoiceQuota, utf8Length } from './quota.js';
 import { createPush, findPush, findPushByKey, isChosenTenant, listPushes } from './store.js';
@@ -26,6 +27,49 @@ export interface InvoiceRoutesDeps {
   bodyBudget?: BodyBudget;
 }
 
+function requireIdempotencyKey(key: string | undefined): string {
+  if (key === undefined || !validate(idempotencyKey, key).success) {
+    throw new ApiError(
+      400,
+      'invalid_idempotency_key',
+      'Idempotency-Key must be 1 to 128 visible ASCII characters',
+      [
+        {
+          path: 'Idempotency-Key',
+          message: key === undefined ? 'required' : 'must be 1 to 128 visible ASCII characters',
+        },
+      ],
+    );
+  }
+  return key;
+}
+
+const BLOCKED: Record<'retry' | 'cancel', (state: BlockedState) => string> = {
+  retry: (state) =>
+    state === 'in_flight'
+      ? 'the push is being sent to Xero now; retry it if it fails'
+      : `only a dead or failed push can be retried; this one is ${state}`,
+  cancel: (state) =>
+    state === 'in_flight'
+      ? 'the push is being sent to Xero now, so it may reach Xero; it cannot be cancelled'
+      : state === 'in_doubt'
+        ? 'an earlier attempt may have created the invoice in Xero; it cannot be cancelled'
+        : `only a queued, failed or awaiting_connection push can be cancelled; this one is ${state}`,
+};
+
+/** The answer to a refused, unknown or conflicting transition; undefined when it happened. */
+function refused(action: 'retry' | 'cancel', outcome: ControlOutcome) {
+  if (outcome.kind === 'not_found') throw new ApiError(404, 'not_found', 'no such invoice');
+  if (outcome.kind === 'key_conflict') {
+    throw new ApiError(409, 'idempotency_conflict', 'this Idempotency-Key was used to retry another invoice');
+  }
+  if (outcome.kind !== 'blocked') return undefined;
+  return {
+    error: { code: 'invalid_state', message: BLOCKED[action](outcome.state), state: outcome.state },
+    invoice: listItemView(outcome.push),
+  };
+}
+
 export function invoiceRoutes({
   pushTick,
   maxPendingInvoices = 10_000,
@@ -44,20 +88,7 @@ export function invoiceRoutes({
         c.json(errorBody('payload_too_large', `the body must be at most ${MAX_BODY_BYTES} bytes`), 413),
     }),
     async (c) => {
-      const key = c.req.header('idempotency-key');
-      if (key === undefined || !validate(idempotencyKey, key).success) {
-        throw new ApiError(
-          400,
-          'invalid_idempotency_key',
-          'Idempotency-Key must be 1 to 128 visible ASCII characters',
-          [
-            {
-              path: 'Idempotency-Key',
-              message: key === undefined ? 'required' : 'must be 1 to 128 visible ASCII characters',
-            },
-          ],
-        );
-      }
+      const key = requireIdempotencyKey(c.req.header('idempotency-key'));
       const type = c.req.header('content-type') ?? '';
       if (!/^application\/json\s*(;|$)/i.test(type)) {
         throw new ApiError(415, 'unsupported_media_type', 'the body must be application/json');
@@ -141,6 +172,40 @@ export function invoiceRoutes({
       // Never the invoice back: a 1 MiB echo per POST was most of what a client received.
       return c.json(acceptedView(push), created ? 202 : 200);
     },
+  );
+
+  const pushId = (id: string) => {
+    if (!validate(uuid(), id).success) throw new ApiError(404, 'not_found', 'no such invoice');
+    return id;
+  };
+
+  routes.post('/:id/retry', async (c) => {
+    const id = pushId(c.req.param('id'));
+    const key = requireIdempotencyKey(c.req.header('idempotency-key'));
+    const organization = c.get('organization');
+    const outcome = await c.var.withDatabase((db) => retryPush(db, organization.id, id, key));
+    const conflict = refused('retry', outcome);
+    if (conflict) return c.json(conflict, 409);
+    if (outcome.kind !== 'changed' && outcome.kind !== 'unchanged') throw new Error('unreachable');
+    if (outcome.kind === 'changed') c.var.schedule(pushTick);
+    return c.json(pushView(outcome.push), outcome.kind === 'changed' ? 202 : 200);
+  });
+
+  routes.post('/:id/cancel', async (c) => {
+    const id = pushId(c.req.param('id'));
+    const organization = c.get('organization');
+    const outcome = await c.var.withDatabase((db) => cancelPush(db, organization.id, id));
+    const conflict = refused('cancel', outcome);
+    if (conflict) return c.json(conflict, 409);
+    if (outcome.kind !== 'changed' && outcome.kind !== 'unchanged') throw new Error('unreachable');
+    return c.json(pushView(outcome.push), 200);
+  });
+
+  routes.all('/:id/retry', (c) =>
+    c.json(errorBody('method_not_allowed', 'use POST'), 405, { allow: 'POST' }),
+  );
+  routes.all('/:id/cancel', (c) =>
+    c.json(errorBody('method_not_allowed', 'use POST'), 405, { allow: 'POST' }),
   );
 
   routes.get('/:id', async (c) => {

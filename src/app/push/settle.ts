@@ -1,5 +1,6 @@
 import type { Database } from '@honest-health/platform';
 import { sql } from 'drizzle-orm';
+import { invoiceEventData, outbox } from '../webhooks/outbox.js';
 import type { BudgetGrant } from './claim.js';
 import { windowRemove } from './window-sql.js';
 
@@ -74,7 +75,8 @@ export async function settlePushes(
           budget_minute_counts = ${windowRemove(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`r.minute_at`, sql`r.unused::int`)}
         FROM (SELECT min(minute_at) AS minute_at, sum(unused) AS unused FROM released) r
         WHERE a.id = 'app' AND r.unused > 0
-        RETURNING 1)
+        RETURNING 1),
+      settled AS (
       UPDATE invoice_pushes AS p SET
         status = coalesce(v.status, p.status),
         -- A settled push lets go of its connection (tenant_id keeps where it went): a disconnect then
@@ -103,7 +105,15 @@ export async function settlePushes(
         ${column((s) => s.key ?? null)}::text[],
         ${column(() => owner)}::text[]
       ) AS v(id, status, attempts, retry_ms, last_error, xero_id, in_doubt, key, owner)
-      WHERE p.id = v.id AND p.lease_owner = v.owner AND p.id = ANY(${column((s) => s.id)}::uuid[])`);
+        LEFT JOIN (SELECT (SELECT count(*) FROM released) + (SELECT count(*) FROM app_released) AS n) budget ON true
+      WHERE p.id = v.id AND p.lease_owner = v.owner AND p.id = ANY(${column((s) => s.id)}::uuid[])
+      RETURNING p.id, p.organization_id, p.status, p.idempotency_key, p.tenant_id, p.xero_invoice_id, p.last_error),
+      -- Under the lease the push was queued or failed, so these are transitions: one event each.
+      pushed AS (SELECT * FROM settled WHERE status = 'pushed'),
+      died AS (SELECT * FROM settled WHERE status = 'dead'),
+      ${outbox('pushed', 'pushed', 'invoice.pushed', invoiceEventData)},
+      ${outbox('died', 'died', 'invoice.dead', invoiceEventData)}
+      SELECT count(*) FROM settled`);
   }
 }
 

@@ -1,5 +1,6 @@
 import type { Database } from '@honest-health/platform';
 import { type SQL, sql } from 'drizzle-orm';
+import { connectionEventData, outbox } from '../webhooks/outbox.js';
 import { subWindows, type XeroBudget } from './budget.js';
 import { subWindowAt } from './claim.js';
 
@@ -15,14 +16,21 @@ export async function expireAccessTokens(db: Database, grantIds: readonly string
 export async function markForbidden(db: Database, forbidden: ReadonlyMap<string, string>): Promise<void> {
   if (forbidden.size === 0) return;
   // The rows in id order, as every statement that waits for several connection rows takes them.
+  // connection.needs_reauth for each connection this makes so (not one already marked), in the same statement.
   await db.execute(sql`
     WITH held AS (
       SELECT c.id FROM xero_connections c WHERE c.id = ANY(${sql.param([...forbidden.keys()])}::uuid[])
-      ORDER BY c.id FOR UPDATE)
-    UPDATE xero_connections AS c SET status = 'needs_reauth', status_reason = v.reason, updated_at = now()
-    FROM unnest(${sql.param([...forbidden.keys()])}::uuid[], ${sql.param([...forbidden.values()])}::text[])
-      AS v(id, reason) LEFT JOIN (SELECT count(*) AS n FROM held) locked ON true
-    WHERE c.id = v.id`);
+      ORDER BY c.id FOR UPDATE),
+    marked AS (
+      UPDATE xero_connections AS c SET status = 'needs_reauth', status_reason = v.reason, updated_at = now()
+      FROM unnest(${sql.param([...forbidden.keys()])}::uuid[], ${sql.param([...forbidden.values()])}::text[])
+        AS v(id, reason) LEFT JOIN (SELECT count(*) AS n FROM held) locked ON true
+      JOIN xero_connections o ON o.id = v.id
+      WHERE c.id = v.id
+      RETURNING c.id, c.organization_id, c.tenant_id, c.tenant_name, c.status_reason AS reason, o.status AS was),
+    newly AS (SELECT * FROM marked WHERE was = 'active'),
+    ${outbox('reauth', 'newly', 'connection.needs_reauth', connectionEventData)}
+    SELECT count(*) FROM marked`);
 }
 
 /** The latest signals per tenant connection, from Xero's answer headers and 429s. */

@@ -1,0 +1,2 @@
+-- class: expand
+ALTER TABLE "invoice_pushes" VALIDATE CONSTRAINT "invoice_pushes_status_check";
