@@ -17,8 +17,18 @@ const WORKER_ENTRIES = [
   'src/runtime/worker-errors.ts',
 ];
 
-const exportsMap = JSON.parse(readFileSync(join(root, 'packages/platform/package.json'), 'utf8'))
-  .exports as Record<string, string>;
+// An entry's build target (`./dist/x.js`, or `{ default }`) names the source it is built from (`src/x.ts`).
+const exportsMap = Object.fromEntries(
+  Object.entries(
+    JSON.parse(readFileSync(join(root, 'packages/platform/package.json'), 'utf8')).exports as Record<
+      string,
+      string | { default: string }
+    >,
+  ).map(([key, target]) => [
+    key,
+    (typeof target === 'string' ? target : target.default).replace(/^\.\/dist\//, './src/'),
+  ]),
+) as Record<string, string>;
 
 /** The repository file a specifier names from `from`, or undefined for an outside package. */
 function resolve(from: string, spec: string): string | undefined {
@@ -83,6 +93,10 @@ const ALLOWED: Record<string, Record<string, string>> = {
   },
   'packages/platform/src/db/drivers/pg-compatible.ts': {
     'result.catch(': 'an observer on a query the caller awaits: the query itself is returned',
+    'ready.then(': "a connection's preparation, settling the connect callback the caller awaits",
+  },
+  'packages/platform/src/http/body-budget.ts': {
+    'void reader.cancel(': 'cancels the body the request itself is reading: nothing outlives the request',
   },
   'packages/platform/src/jobs/tick-monitor.ts': {
     'work.then(': 'bookkeeping on work kept in #pending, which idle() awaits inside waitUntil',
