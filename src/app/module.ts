@@ -11,6 +11,7 @@ import { observeQueueDepth } from './metrics/queue-depth.js';
 import { tokenRefreshCounter } from './metrics/token-refreshes.js';
 import { latestMigrationAt, schemaNeeds } from './migrations.gen.js';
 import { appRoutes } from './routes.js';
+import { retiredColumns } from './schema.js';
 import { appTicks, TICKS } from './ticks.js';
 import { createXeroClient } from './xero/client.js';
 
@@ -25,7 +26,7 @@ export const honestHealth: AppModule<AppConfig, AuthEnv> = {
   loadConfig: loadAppConfig,
   tickNames: Object.values(TICKS),
   latestMigrationAt,
-  schemaNeeds,
+  schemaNeeds: schemaNeeds.filter((column) => !retiredColumns.includes(column)),
   create: async (config, context) => (await buildHonestHealth(config, context)).app,
 };
 

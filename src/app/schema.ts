@@ -387,3 +387,10 @@ export const webhookDeliveries = pgTable(
     index('webhook_deliveries_event_idx').on(t.eventId),
   ],
 );
+
+/**
+ * Columns still in the schema that this release neither reads nor writes, as `table.column`: the
+ * release before a contract lists here what the contract will drop, so that the database's record of
+ * running releases shows it no longer needs them (docs/deploying.md, "Retiring a column").
+ */
+export const retiredColumns: readonly string[] = [];
