@@ -52,6 +52,8 @@ const generate = () =>
     { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] },
   );
 
+/** The number `n` after a tag's, as drizzle-kit writes it (`0019`). */
+const next = (tag: string, n: number) => String(Number(tag.slice(0, 4)) + n).padStart(4, '0');
 const sqlOf = (tag: string) => readFileSync(sqlPath(dir, tag), 'utf8');
 const snapshot = (idx: number) => JSON.parse(readFileSync(snapshotPath(dir, idx), 'utf8')) as Snapshot;
 const lint = () =>
@@ -88,7 +90,7 @@ describe('npm run db:generate', () => {
     const prepared = prepareMigrations(dir);
     expect(prepared.map((p) => [p.tag, p.cls])).toEqual([
       [generated, 'expand'],
-      [`0015_${generated.slice(5)}_indexes`, 'expand'],
+      [`${next(generated, 1)}_${generated.slice(5)}_indexes`, 'expand'],
     ]);
     expect(sqlOf(generated)).toBe('-- class: expand\nALTER TABLE "invoice_pushes" ADD COLUMN "note" text;');
     expect(sqlOf(prepared[1]?.tag ?? '')).toBe(
@@ -115,8 +117,8 @@ describe('npm run db:generate', () => {
     const prepared = prepareMigrations(dir);
     expect(prepared.map((p) => [p.tag, p.cls])).toEqual([
       [generated, 'contract'],
-      [`0017_${name}_indexes`, 'expand'],
-      [`0018_${name}_validate`, 'expand'],
+      [`${next(generated, 1)}_${name}_indexes`, 'expand'],
+      [`${next(generated, 2)}_${name}_validate`, 'expand'],
     ]);
     expect(prepared[0]?.notes.join()).toContain('invoice_pushes.xero_marker removed');
     const main = sqlOf(generated);
@@ -126,10 +128,10 @@ describe('npm run db:generate', () => {
       /ADD CONSTRAINT "xero_grants_owner_org_organizations_id_fk" FOREIGN KEY .+ NOT VALID;/,
     );
     expect(main).not.toContain('DROP INDEX');
-    expect(sqlOf(`0017_${name}_indexes`)).toBe(
+    expect(sqlOf(`${next(generated, 1)}_${name}_indexes`)).toBe(
       '-- class: expand\nDROP INDEX CONCURRENTLY IF EXISTS "invoice_pushes_org_created_idx";',
     );
-    expect(sqlOf(`0018_${name}_validate`)).toBe(
+    expect(sqlOf(`${next(generated, 2)}_${name}_validate`)).toBe(
       '-- class: expand\nALTER TABLE "xero_grants" VALIDATE CONSTRAINT "xero_grants_owner_org_organizations_id_fk";',
     );
     expectOneChain();

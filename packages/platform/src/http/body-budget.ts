@@ -31,6 +31,7 @@ export class BodyBudget {
   }
 }
 
+/** How `limitBodies` bounds request bodies: each one, and all of them in flight together. */
 export interface BodyLimitsOptions {
   budget: BodyBudget;
   /** One body at most. */

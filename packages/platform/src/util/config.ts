@@ -59,6 +59,7 @@ export interface Config {
 
 /** The values `CLIENT_IP_HEADER` takes: a trusted proxy's header naming the client. */
 export const CLIENT_IP_HEADERS = ['fly-client-ip', 'cf-connecting-ip'] as const;
+/** A header a trusted proxy sets to the client's address (CLIENT_IP_HEADER). */
 export type ClientIpHeader = (typeof CLIENT_IP_HEADERS)[number];
 
 /** The values `DATABASE_POOLER` takes: `auto` detects a transaction-mode pooler. */
