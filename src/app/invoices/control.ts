@@ -95,6 +95,10 @@ export async function retryPush(
       WITH changed AS (
         UPDATE invoice_pushes p SET
           status = 'queued',
+          -- A settled push let go of its connection; its tenant names the books it goes back to.
+          connection_id = coalesce(p.connection_id, (
+            SELECT c.id FROM xero_connections c
+            WHERE c.tenant_id = p.tenant_id AND c.organization_id = p.organization_id)),
           attempts = 0,
           next_attempt_at = now(),
           last_error = NULL,

@@ -17,7 +17,10 @@ export async function detachSettledPushes(
     const rows = rowsOf<{ n: number }>(
       await db.execute(sql`
         WITH detached AS (
-          UPDATE invoice_pushes p SET connection_id = NULL
+          -- The tenant is kept first (a push an older release routed may not carry it): a retry finds
+          -- its books again by it.
+          UPDATE invoice_pushes p SET connection_id = NULL,
+            tenant_id = coalesce(p.tenant_id, (SELECT c.tenant_id FROM xero_connections c WHERE c.id = p.connection_id))
           WHERE p.id = ANY(ARRAY(SELECT p.id FROM invoice_pushes p WHERE ${settled}
                                  LIMIT ${batchSize} FOR UPDATE SKIP LOCKED))
             AND ${settled}

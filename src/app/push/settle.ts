@@ -83,6 +83,7 @@ export async function settlePushes(
         -- touches the open pushes only, never the tenant's history.
         connection_id = CASE WHEN coalesce(v.status, p.status) IN ('pushed', 'dead') THEN NULL
                              ELSE p.connection_id END,
+        tenant_id = coalesce(p.tenant_id, (SELECT c.tenant_id FROM xero_connections c WHERE c.id = p.connection_id)),
         attempts = coalesce(v.attempts, p.attempts),
         next_attempt_at = CASE WHEN v.retry_ms IS NULL THEN p.next_attempt_at
                                ELSE now() + v.retry_ms * interval '1 millisecond' END,
