@@ -104,7 +104,8 @@ describe('tick health on Node', () => {
     const revokedAt = Date.now();
     const failing = await until(
       () => tickHealth(server),
-      (h) => h.status === 503,
+      // The sweep tick, which detaches settled pushes, fails on the same grant: wait for the push tick.
+      (h) => h.status === 503 && h.body.ticks[PUSH]?.status === 'failing',
       3 * INTERVAL_MS,
       50,
     );
@@ -215,7 +216,10 @@ describe('tick health on Node', () => {
     for (const server of [healthyReplica, failingReplica]) {
       const { body, status } = await until(
         () => tickHealth(server),
-        (h) => h.status === 503 && (h.body.ticks[PUSH]?.instances.length ?? 0) === 2,
+        (h) =>
+          h.status === 503 &&
+          h.body.ticks[PUSH]?.status === 'failing' &&
+          (h.body.ticks[PUSH]?.instances.length ?? 0) === 2,
         6 * INTERVAL_MS,
       );
       expect(status).toBe(503);
