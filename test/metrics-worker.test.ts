@@ -86,6 +86,10 @@ describe('observability on Workers', () => {
       'honest_health_database_probe_latency_seconds',
       'honest_health_database_status',
       'honest_health_queue_depth',
+      // The ticks that run without Xero (the sweep, webhook deliveries), read from the shared table.
+      'honest_health_tick_consecutive_failures',
+      'honest_health_tick_healthy',
+      'honest_health_tick_last_success_timestamp_seconds',
     ]);
   });
 });

@@ -373,8 +373,12 @@ describe('the Worker in workerd', () => {
     });
     expect(minted.status).toBe(201);
     const { url: link } = (await minted.json()) as { url: string };
-    const start = await mf.dispatchFetch(link, { redirect: 'manual' });
-    expect(start.status).toBe(302);
+    // Opening the link shows a confirm page and spends nothing; its button POSTs to the same address.
+    const page = await mf.dispatchFetch(link, { redirect: 'manual' });
+    expect(page.status).toBe(200);
+    expect(page.headers.get('set-cookie')).toBeNull();
+    const start = await mf.dispatchFetch(link, { method: 'POST', redirect: 'manual' });
+    expect(start.status).toBe(303);
     const setCookie = start.headers.get('set-cookie') ?? '';
     // https: the cookie is Secure too.
     expect(setCookie).toMatch(
