@@ -381,6 +381,8 @@ describe('claimers side by side', () => {
       const claiming = claimWith(handle.db, 'run-b', budget, 10);
       // It runs to its last write, the app's minute, and waits there for the other to commit.
       for (let waiting = false; !waiting; ) {
+        // Inside a transaction pg_stat_activity is read once and kept: clear it so each poll is fresh.
+        await other.query('SELECT pg_stat_clear_snapshot()');
         const { rows } = await other.query<{ n: number }>(
           `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE '/* push claim%' AND wait_event_type = 'Lock'`,
         );
