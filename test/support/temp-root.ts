@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /** Caches that tools keep in the temp dir on purpose: the run shares the machine's (symlinks). */
-const SHARED_CACHES = [`tsx-${process.getuid?.() ?? 0}`, 'node-compile-cache'];
+const SHARED_CACHES = [`tsx-${process.geteuid?.() ?? 0}`, 'node-compile-cache'];
 
 export default function setup(): () => void {
   const outer = tmpdir();
