@@ -2,7 +2,7 @@
 // click that spends it, Xero's consent page (the sandbox's), and the callback page; with the cookie as
 // the browser stores it, a stranger's browser, and a replayed link.
 import type { BrowserContext, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { CHROMIUM_HINT, type Chromium, hasChromium, launchChromium } from './support/chromium.js';
 import { freshDatabase } from './support/databases.js';
@@ -48,6 +48,12 @@ describe.skipIf(!hasChromium)(`the connect pages in Chromium (${CHROMIUM_HINT})`
     await server?.stop();
     await sandbox?.close();
     await cluster?.remove();
+  });
+
+  // Each test starts from a clean browser and no queued consent, whatever the one before left.
+  beforeEach(async () => {
+    await browser.person.clearCookies();
+    sandbox.state.authorizePlans.length = 0;
   });
 
   const auth = (key: string) => ({ authorization: `Bearer ${key}` });
