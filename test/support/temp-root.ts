@@ -7,8 +7,11 @@ import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-/** Caches that tools keep in the temp dir on purpose: the run shares the machine's (symlinks). */
-const SHARED_CACHES = [`tsx-${process.geteuid?.() ?? 0}`, 'node-compile-cache'];
+/**
+ * Caches that tools keep in the temp dir on purpose, shared with the machine's (symlinks): tsx's
+ * transforms, Node's compile cache, and wrangler's last look at its latest version on npm.
+ */
+const SHARED_CACHES = [`tsx-${process.geteuid?.() ?? 0}`, 'node-compile-cache', 'update-check'];
 
 export default function setup(): () => void {
   const outer = tmpdir();
