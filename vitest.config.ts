@@ -17,6 +17,8 @@ export default defineConfig({
   // The platform from its sources, by the tsconfig's paths (what tsc, tsx, Bun and esbuild read too).
   resolve: { tsconfigPaths: true },
   test: {
+    // The run's own TMPDIR, checked empty at the end: no test leaves a temp file behind.
+    globalSetup: ['test/support/temp-root.ts'],
     // A 2-core machine: two files at a time, across both projects.
     maxWorkers: 2,
     pool: 'forks',

@@ -69,8 +69,11 @@ beforeAll(async () => {
   cluster = await startCluster();
 });
 afterAll(async () => {
-  await cluster?.remove();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  try {
+    await cluster?.remove();
+  } finally {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 describe('rotation', () => {

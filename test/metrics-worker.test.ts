@@ -36,10 +36,13 @@ beforeAll(async () => {
   proxy = await startNeonProxy({ upstream: cluster.url() });
 }, 180_000);
 afterAll(async () => {
-  await mf?.dispose();
-  await proxy?.close();
-  await cluster?.remove();
-  rmSync(outdir, { recursive: true, force: true });
+  try {
+    await mf?.dispose();
+    await proxy?.close();
+    await cluster?.remove();
+  } finally {
+    if (outdir) rmSync(outdir, { recursive: true, force: true });
+  }
 });
 
 describe('observability on Workers', () => {

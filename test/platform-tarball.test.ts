@@ -91,6 +91,9 @@ describe('the platform from its tarball, in an app outside the repository', () =
       readFileSync(join(example, 'node_modules', manifest.name, 'package.json'), 'utf8'),
     ) as { exports: Record<string, unknown>; private?: boolean };
     expect(installed.private).toBeUndefined();
+    expect(readFileSync(join(example, 'node_modules', manifest.name, 'LICENSE'), 'utf8')).toBe(
+      readFileSync(join(repoRoot, 'LICENSE'), 'utf8'),
+    );
     expect(Object.keys(installed.exports).filter((key) => /internal|\*/.test(key))).toEqual([]);
   });
 

@@ -56,11 +56,14 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await sandbox?.close();
-  await cluster?.remove();
-  if (checkout)
-    await run('git', ['worktree', 'remove', '--force', checkout], { cwd: repoRoot }).catch(() => {});
-  if (scratch) rmSync(scratch, { recursive: true, force: true });
+  try {
+    await sandbox?.close();
+    await cluster?.remove();
+    if (checkout)
+      await run('git', ['worktree', 'remove', '--force', checkout], { cwd: repoRoot }).catch(() => {});
+  } finally {
+    if (scratch) rmSync(scratch, { recursive: true, force: true });
+  }
 });
 
 describe(`the previous release (${PREVIOUS_RELEASE}) on the schema this release migrated`, () => {

@@ -42,11 +42,14 @@ beforeAll(async () => {
   proxy = await startNeonProxy({ upstream: cluster.url() });
 }, 180_000);
 afterAll(async () => {
-  await Promise.allSettled([...servers.map((s) => s.stop()), ...workers.map((w) => w.dispose())]);
-  await proxy?.close();
-  await sandbox?.close();
-  await cluster?.remove();
-  rmSync(outdir, { recursive: true, force: true });
+  try {
+    await Promise.allSettled([...servers.map((s) => s.stop()), ...workers.map((w) => w.dispose())]);
+    await proxy?.close();
+    await sandbox?.close();
+    await cluster?.remove();
+  } finally {
+    if (outdir) rmSync(outdir, { recursive: true, force: true });
+  }
 });
 
 // What the next release's `npm run db:generate` writes: a nullable column (expand), then, in the

@@ -40,10 +40,13 @@ beforeAll(async () => {
   [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
 }, 180_000);
 afterAll(async () => {
-  await Promise.allSettled(started.map((mf) => mf.dispose()));
-  await sandbox?.close();
-  await cluster?.remove();
-  rmSync(outdir, { recursive: true, force: true });
+  try {
+    await Promise.allSettled(started.map((mf) => mf.dispose()));
+    await sandbox?.close();
+    await cluster?.remove();
+  } finally {
+    if (outdir) rmSync(outdir, { recursive: true, force: true });
+  }
 });
 
 function worker(

@@ -70,12 +70,15 @@ beforeAll(async () => {
   slowXero = await startSlowXero(sandbox.url);
 }, 180_000);
 afterAll(async () => {
-  await Promise.allSettled(started.map((mf) => mf.dispose()));
-  slowXero?.server.close();
-  await proxy?.close();
-  await sandbox?.close();
-  await cluster?.remove();
-  rmSync(outdir, { recursive: true, force: true });
+  try {
+    await Promise.allSettled(started.map((mf) => mf.dispose()));
+    slowXero?.server.close();
+    await proxy?.close();
+    await sandbox?.close();
+    await cluster?.remove();
+  } finally {
+    if (outdir) rmSync(outdir, { recursive: true, force: true });
+  }
 });
 
 function worker(url: string): Miniflare {

@@ -53,11 +53,14 @@ beforeAll(async () => {
   proxy = await startNeonProxy({ upstream: cluster.url() });
 }, 180_000);
 afterAll(async () => {
-  await Promise.allSettled(started.map((mf) => mf.dispose()));
-  await proxy?.close();
-  await sandbox?.close();
-  await cluster?.remove();
-  rmSync(outdir, { recursive: true, force: true });
+  try {
+    await Promise.allSettled(started.map((mf) => mf.dispose()));
+    await proxy?.close();
+    await sandbox?.close();
+    await cluster?.remove();
+  } finally {
+    if (outdir) rmSync(outdir, { recursive: true, force: true });
+  }
 });
 
 function worker(

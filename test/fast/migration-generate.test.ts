@@ -166,8 +166,11 @@ describe('npm run db:generate', () => {
       );
       expect(fk.rows).toEqual([{ convalidated: true }]);
     } finally {
-      await db.close();
-      data.remove();
+      try {
+        await db.close();
+      } finally {
+        data.remove();
+      }
     }
   });
 });

@@ -83,6 +83,16 @@ const typeCheck = (project: string) => {
 };
 
 describe('the platform package', () => {
+  it("is MIT, the repository's own license, word for word (npm packs LICENSE whatever `files` says)", () => {
+    const license = readFileSync(join(PACKAGE_DIR, 'LICENSE'), 'utf8');
+    expect(license).toBe(readFileSync(join(repoRoot, 'LICENSE'), 'utf8'));
+    expect(license).toMatch(
+      /^MIT License\n\nCopyright \(c\) 2026 The honest-health authors\n\nPermission is/,
+    );
+    expect(license).toMatch(/IN NO EVENT SHALL THE\nAUTHORS OR COPYRIGHT HOLDERS BE LIABLE/);
+    expect(JSON.parse(readFileSync(join(PACKAGE_DIR, 'package.json'), 'utf8')).license).toBe('MIT');
+  });
+
   it('type-checks alone, with its own tsconfig, from a copy with no app beside it', () => {
     expect(existsSync(join(dir, 'platform/tsconfig.json'))).toBe(true);
     expect(typeCheck(join(dir, 'platform'))).toBe('');

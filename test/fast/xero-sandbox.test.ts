@@ -187,3 +187,57 @@ describe('Idempotency-Key as Xero keeps it', () => {
     expect(created()).toBe(0);
   });
 });
+
+describe('the consent page (consentPage option)', () => {
+  const query = new URLSearchParams({
+    response_type: 'code',
+    client_id: 'sandbox-client',
+    redirect_uri: 'http://127.0.0.1:1/connect/xero/callback',
+    scope: 'offline_access accounting.invoices',
+    state: 'the-state',
+  });
+  const answer = (decision: string) => new URLSearchParams([...query, ['decision', decision]]).toString();
+  const form = { 'content-type': 'application/x-www-form-urlencoded' };
+
+  it('shows the tenants and a form; "Allow access" redirects with a code, "Cancel" with access_denied', async () => {
+    const { app, state } = createXeroSandbox({ consentPage: true });
+    const fetchSandbox = inProcessFetch(app);
+    state.createTenant({ name: 'Books <&> Co' });
+    const page = await fetchSandbox(`/identity/connect/authorize?${query}`, { redirect: 'manual' });
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toContain('<li>Books &lt;&amp;&gt; Co</li>');
+    expect(html).toContain('<input type="hidden" name="state" value="the-state">');
+    expect(html).toMatch(/<button type="submit" name="decision" value="allow">Allow access<\/button>/);
+    expect(state.stats.authorizations).toBe(0);
+
+    const post = (decision: string) =>
+      fetchSandbox('/identity/connect/authorize', {
+        method: 'POST',
+        headers: form,
+        body: answer(decision),
+        redirect: 'manual',
+      });
+    const allowed = await post('allow');
+    expect(allowed.status).toBe(302);
+    const back = new URL(allowed.headers.get('location') ?? '');
+    expect(back.searchParams.get('state')).toBe('the-state');
+    expect(back.searchParams.get('code')).toMatch(/.+/);
+    const denied = new URL((await post('deny')).headers.get('location') ?? '');
+    expect(denied.searchParams.get('error')).toBe('access_denied');
+    expect(state.stats.authorizations).toBe(1);
+  });
+
+  it('is off by default: GET approves at once and POST is not a route', async () => {
+    const fetchSandbox = inProcessFetch(createXeroSandbox().app);
+    expect((await fetchSandbox(`/identity/connect/authorize?${query}`, { redirect: 'manual' })).status).toBe(
+      302,
+    );
+    const post = await fetchSandbox('/identity/connect/authorize', {
+      method: 'POST',
+      headers: form,
+      body: answer('allow'),
+    });
+    expect(post.status).toBe(404);
+  });
+});

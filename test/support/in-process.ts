@@ -119,9 +119,12 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
     lines,
     reloadIndexes,
     close: async () => {
-      await Promise.allSettled(background);
-      await databases.close();
-      data?.remove();
+      try {
+        await Promise.allSettled(background);
+        await databases.close();
+      } finally {
+        data?.remove();
+      }
     },
   };
 }

@@ -70,6 +70,8 @@ export async function spawnServer(options: SpawnOptions = {}): Promise<ServerPro
     cwd: options.cwd ?? repoRoot,
     env: {
       PATH: process.env.PATH,
+      // The run's temp dir (test/support/temp-root.ts): what the server leaves there fails the run.
+      TMPDIR: process.env.TMPDIR,
       HOST: '127.0.0.1',
       PORT: String(port),
       LOG_LEVEL: 'info',

@@ -1,6 +1,8 @@
 // The identity server: the authorize endpoint (which auto-approves, standing in for the user at the
-// consent screen), the token endpoint (authorization_code and refresh_token grants) and revocation.
+// consent screen, unless the consentPage option shows one), the token endpoint (authorization_code and
+// refresh_token grants) and revocation.
 import { type Context, Hono } from 'hono';
+import { consentPage } from './consent-page.js';
 import { json, oauthError } from './errors.js';
 import { randomToken } from './ids.js';
 import { type GrantResult, parseScope } from './oauth.js';
@@ -57,8 +59,8 @@ const noStore = { 'cache-control': 'no-store', pragma: 'no-cache' };
 export function identityRoutes(state: SandboxState): Hono {
   const app = new Hono();
 
-  app.get('/connect/authorize', (c) => {
-    const q = c.req.query();
+  /** GET is the request; a POST is the consent page's answer (decision=allow|deny), carrying it back. */
+  const authorize = (c: Context, q: Record<string, string>, decision: 'allow' | 'deny' | 'ask') => {
     if (q.client_id !== state.client.clientId) {
       return json(400, {
         error: 'unauthorized_client',
@@ -83,8 +85,19 @@ export function identityRoutes(state: SandboxState): Hono {
     if (method !== null && method !== 'S256' && method !== 'plain') {
       return back({ error: 'invalid_request', error_description: 'code_challenge_method', state: q.state });
     }
+    if (decision === 'ask') {
+      const next = state.authorizePlans[0];
+      const ids =
+        next?.tenantIds ?? [...state.tenants.values()].filter((t) => t.connectOnAuthorize).map((t) => t.id);
+      const tenants = ids.flatMap((id) => {
+        const t = state.tenants.get(id);
+        return t ? [{ id, name: t.name }] : [];
+      });
+      c.header('cache-control', 'no-store');
+      return c.html(consentPage({ appName: state.providerName, query: q, scopes: requested, tenants }));
+    }
     const plan = state.authorizePlans.shift() ?? { deny: false, tenantIds: null, grantScope: null };
-    if (plan.deny) return back({ error: 'access_denied', state: q.state });
+    if (plan.deny || decision === 'deny') return back({ error: 'access_denied', state: q.state });
     const tenantIds = (plan.tenantIds ?? state.defaultTenantIds()).filter((id) => state.tenants.has(id));
     const scope = plan.grantScope ? parseScope(plan.grantScope) : requested;
     const code = state.identity.issueCode(
@@ -101,6 +114,18 @@ export function identityRoutes(state: SandboxState): Hono {
     );
     state.stats.authorizations += 1;
     return back({ code, scope: scope.join(' '), state: q.state, session_state: randomToken(16) });
+  };
+
+  app.get('/connect/authorize', (c) =>
+    authorize(c, c.req.query(), state.options.consentPage ? 'ask' : 'allow'),
+  );
+
+  app.post('/connect/authorize', async (c) => {
+    if (!state.options.consentPage) return c.notFound();
+    const form = await readForm(c);
+    if (!form) return json(400, { error: 'invalid_request', error_description: 'not a consent form' });
+    const { decision, ...q } = Object.fromEntries(form);
+    return authorize(c, q, decision === 'allow' ? 'allow' : 'deny');
   });
 
   app.post('/connect/token', async (c) => {

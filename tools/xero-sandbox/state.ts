@@ -63,6 +63,8 @@ export interface SandboxOptions {
   /** Name of the tenant an authorization creates when no tenant exists yet. */
   defaultTenantName?: string;
   user?: { email?: string; givenName?: string; familyName?: string };
+  /** Authorize shows a consent page whose "Allow access" approves (default: approves at once, 302). */
+  consentPage?: boolean;
 }
 
 /** What the next authorization does, queued through the control API. */

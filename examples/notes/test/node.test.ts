@@ -36,8 +36,11 @@ async function wordsOf(server: ServerProcess, id: string): Promise<number | null
 }
 
 afterAll(async () => {
-  await Promise.allSettled(started.map((s) => s.stop()));
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  try {
+    await Promise.allSettled(started.map((s) => s.stop()));
+  } finally {
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 describe('the notes example migrations', () => {

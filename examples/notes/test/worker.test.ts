@@ -33,9 +33,12 @@ beforeAll(async () => {
   cluster = await startCluster();
 }, 180_000);
 afterAll(async () => {
-  await Promise.allSettled(started.map((mf) => mf.dispose()));
-  await cluster?.remove();
-  rmSync(outdir, { recursive: true, force: true });
+  try {
+    await Promise.allSettled(started.map((mf) => mf.dispose()));
+    await cluster?.remove();
+  } finally {
+    if (outdir) rmSync(outdir, { recursive: true, force: true });
+  }
 });
 
 // Miniflare requires a password in a Hyperdrive origin; the test cluster trusts local connections.

@@ -1,8 +1,8 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError } from '@honest-health/platform';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { loadHttpConfig } from '../src/http/config.js';
 import { connectionCap, descriptorLimit } from '../src/http/connection-cap.js';
 
@@ -47,6 +47,7 @@ describe('HTTP limits configuration', () => {
 
   it('caps connections below the descriptor limit, keeping a reserve', () => {
     const dir = mkdtempSync(join(tmpdir(), 'limits-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const file = join(dir, 'limits');
     writeFileSync(
       file,
