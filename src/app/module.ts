@@ -62,9 +62,12 @@ export async function buildHonestHealth(
     }
   }
   const box = await createSecretBox(tokenKey, config.previousTokenEncryptionKeys);
-  // Workers cannot resolve names: there the registration check and Cloudflare's egress rules stand.
+  // Workers cannot resolve names: there the registration check and Cloudflare's egress rules stand
+  // (docs/api.md, "Webhooks"). On Node and Bun a delivery connects only to addresses it checked.
   const resolve =
     lifecycle === 'process' ? (await import('./webhooks/dns-resolver.js')).systemResolver : undefined;
+  const send =
+    lifecycle === 'process' ? (await import('./webhooks/pinned-send.js')).pinnedSender(resolve) : undefined;
   const xero = createXeroClient(config.xero, xeroFetch);
   const apiKeys = new ApiKeyIndex();
   const app: AppInstance<AuthEnv> = {
@@ -81,7 +84,7 @@ export async function buildHonestHealth(
       ...(resolve ? { resolve } : {}),
     }),
     onError: (err, c) => answerAppError(err, c, log),
-    ticks: appTicks({ config, xero, box, log, ...(resolve ? { resolve } : {}) }),
+    ticks: appTicks({ config, xero, box, log, ...(send ? { send } : {}) }),
     indexes: [{ name: 'api-key index', refreshMs: config.apiKeyRefreshMs, load: (db) => apiKeys.load(db) }],
     metrics: {
       gauges: (registry, context) => observeQueueDepth(registry, context),

@@ -353,7 +353,11 @@ export const webhookEvents = pgTable(
     data: jsonb('data').notNull(),
     createdAt: createdAt(),
   },
-  (t) => [index('webhook_events_org_created_idx').on(t.organizationId, t.createdAt)],
+  (t) => [
+    index('webhook_events_org_created_idx').on(t.organizationId, t.createdAt),
+    // Retention finds old events across organizations.
+    index('webhook_events_created_idx').on(t.createdAt),
+  ],
 );
 
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed', 'dead'] as const;
@@ -384,7 +388,13 @@ export const webhookDeliveries = pgTable(
     check('webhook_deliveries_status_check', sql`${t.status} in ('pending', 'delivered', 'failed', 'dead')`),
     index('webhook_deliveries_due_idx').on(t.nextAttemptAt).where(sql`${t.status} in ('pending', 'failed')`),
     index('webhook_deliveries_endpoint_idx').on(t.endpointId, t.createdAt),
+    // The delivery log's keyset pages: newest first, (created_at, id) after the cursor.
+    index('webhook_deliveries_endpoint_log_idx').on(t.endpointId, t.createdAt, t.id),
     index('webhook_deliveries_event_idx').on(t.eventId),
+    // The claim counts an endpoint's live leases; settled rows carry none, so this stays small.
+    index('webhook_deliveries_leased_idx').on(t.endpointId).where(sql`${t.leaseExpiresAt} IS NOT NULL`),
+    // Retention finds settled deliveries by when they settled.
+    index('webhook_deliveries_settled_idx').on(t.updatedAt).where(sql`${t.status} in ('delivered', 'dead')`),
   ],
 );
 
