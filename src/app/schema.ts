@@ -391,10 +391,13 @@ export const webhookDeliveries = pgTable(
     // The delivery log's keyset pages: newest first, (created_at, id) after the cursor.
     index('webhook_deliveries_endpoint_log_idx').on(t.endpointId, t.createdAt, t.id),
     index('webhook_deliveries_event_idx').on(t.eventId),
-    // The claim counts an endpoint's live leases; settled rows carry none, so this stays small.
-    index('webhook_deliveries_leased_idx').on(t.endpointId).where(sql`${t.leaseExpiresAt} IS NOT NULL`),
-    // Retention finds settled deliveries by when they settled.
-    index('webhook_deliveries_settled_idx').on(t.updatedAt).where(sql`${t.status} in ('delivered', 'dead')`),
+    // The claim's per-endpoint look: its due deliveries in order, and its live leases counted. On
+    // columns the claim's lease update leaves alone, so that update stays HOT.
+    index('webhook_deliveries_endpoint_due_idx')
+      .on(t.endpointId, t.nextAttemptAt)
+      .where(sql`${t.status} in ('pending', 'failed')`),
+    // Retention: settled deliveries by creation (never updated after insert, unlike updated_at).
+    index('webhook_deliveries_settled_idx').on(t.createdAt).where(sql`${t.status} in ('delivered', 'dead')`),
   ],
 );
 

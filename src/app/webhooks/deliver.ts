@@ -15,7 +15,8 @@ import { checkEndpointUrl } from './ssrf.js';
 // finishes, or every `pollMs`: a slow endpoint holds only its own few deliveries, never the next claim,
 // another endpoint's deliveries, or the push tick (a tick of its own).
 //
-// A run ends when nothing is due and nothing is in flight. It claims for `windowMs`; then, for one
+// A run ends when nothing is due and nothing is in flight; an endpoint that failed in it is not claimed
+// again by it. It claims for `windowMs`; then, for one
 // timeout more, only for endpoints with nothing in flight in this run (a slow endpoint gets no more
 // and drains); then it claims nothing and awaits what is in flight. So a run lasts at most windowMs
 // plus two timeouts, and is awaited whole (on Workers, inside the scheduled handler's waitUntil).
@@ -81,6 +82,8 @@ export async function deliverDueWebhooks(db: Database, deps: DeliveryDeps): Prom
   const result: DeliveryResult = { claimed: 0, delivered: 0, failed: 0 };
   const inFlight = new Set<Promise<void>>();
   const endpointsInFlight = new Map<string, number>();
+  // An endpoint that failed in this run gets no more of it: its back-off decides when it is tried next.
+  const failedEndpoints = new Set<string>();
   const settler = coalescingSettler(db, deps);
   const wakeup = alarm();
 
@@ -88,6 +91,7 @@ export async function deliverDueWebhooks(db: Database, deps: DeliveryDeps): Prom
     endpointsInFlight.set(d.endpoint_id, (endpointsInFlight.get(d.endpoint_id) ?? 0) + 1);
     const p: Promise<void> = deliverOne(d, deps, send).then(async (o) => {
       result[o.ok ? 'delivered' : 'failed'] += 1;
+      if (!o.ok) failedEndpoints.add(d.endpoint_id);
       await settler.add(o);
       const left = (endpointsInFlight.get(d.endpoint_id) ?? 1) - 1;
       if (left === 0) endpointsInFlight.delete(d.endpoint_id);
@@ -104,7 +108,7 @@ export async function deliverDueWebhooks(db: Database, deps: DeliveryDeps): Prom
     const room = deps.concurrency - inFlight.size;
     let got = 0;
     if (room > 0) {
-      const exclude = elapsed >= deps.windowMs ? [...endpointsInFlight.keys()] : [];
+      const exclude = [...failedEndpoints, ...(elapsed >= deps.windowMs ? endpointsInFlight.keys() : [])];
       const claimed = await claim(db, deps, room, exclude);
       got = claimed.length;
       result.claimed += got;
@@ -131,7 +135,8 @@ async function claim(db: Database, deps: DeliveryDeps, limit: number, exclude: s
       room AS (
         SELECT ep.endpoint_id, ep.oldest, greatest(0, ${deps.perEndpoint} - (
           SELECT count(*) FROM webhook_deliveries x
-          WHERE x.endpoint_id = ep.endpoint_id AND x.lease_expires_at >= now())::int) AS room
+          WHERE x.endpoint_id = ep.endpoint_id AND x.status IN ('pending', 'failed')
+            AND x.lease_expires_at >= now())::int) AS room
         FROM endpoints ep),
       locked AS (
         SELECT t.id, r.oldest, t.next_attempt_at, r.endpoint_id FROM room r CROSS JOIN LATERAL (

@@ -2,8 +2,8 @@ import type { Database } from '@honest-health/platform';
 import { type SQL, sql } from 'drizzle-orm';
 import { rowsOf } from '../push/rows.js';
 
-// Webhook retention (WEBHOOK_RETENTION_DAYS, 30 by default): deletes delivered and dead deliveries last
-// changed more than the retention ago, then events older than it with no delivery left, in bounded
+// Webhook retention (WEBHOOK_RETENTION_DAYS, 30 by default): deletes delivered and dead deliveries made and
+// last changed more than the retention ago, then events older than it with no delivery left, in bounded
 // batches so a first run over a large backlog never holds one long transaction. A delivery still to be
 // sent (pending, failed) or leased is never touched: the status list and the lease are in the DELETE's
 // own WHERE too, so a row resent in between is left alone; and SKIP LOCKED lets replicas prune at once.
@@ -23,7 +23,9 @@ export interface WebhookPruneResult {
 
 export async function pruneWebhooks(db: Database, o: WebhookPruneOptions): Promise<WebhookPruneResult> {
   const cutoff = sql`now() - ${o.retentionDays} * interval '1 day'`;
-  const settled = sql`d.status IN ('delivered', 'dead') AND d.updated_at < ${cutoff} AND d.lease_owner IS NULL`;
+  // created_at is what webhook_deliveries_settled_idx orders; updated_at (when it settled) must be as old.
+  const settled = sql`d.status IN ('delivered', 'dead') AND d.created_at < ${cutoff} AND d.updated_at < ${cutoff}
+    AND d.lease_owner IS NULL`;
   const deliveries = await batches(
     db,
     o,
@@ -31,7 +33,7 @@ export async function pruneWebhooks(db: Database, o: WebhookPruneOptions): Promi
       WITH gone AS (
         DELETE FROM webhook_deliveries d
         WHERE d.id = ANY(ARRAY(SELECT d.id FROM webhook_deliveries d WHERE ${settled}
-                               ORDER BY d.updated_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED))
+                               ORDER BY d.created_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED))
           AND ${settled}
         RETURNING 1)
       SELECT count(*)::int AS n FROM gone`,
