@@ -3,6 +3,8 @@
 // `pinnedSender` (pinned-send.ts), which checks every address a name resolves to and connects to a
 // checked one. Both follow no redirects, time out, and read at most a capped answer.
 
+import type { Resolver } from './ssrf.js';
+
 export interface SendRequest {
   headers: Record<string, string>;
   body: string;
@@ -14,6 +16,12 @@ export interface SendRequest {
 
 /** Sends one POST; resolves with the answer's status. */
 export type Sender = (url: URL, request: SendRequest) => Promise<number>;
+
+/** How webhooks reach the network on Node and Bun: names resolved, and sends pinned to checked addresses. */
+export interface WebhookNet {
+  resolve: Resolver;
+  send: Sender;
+}
 
 /** The host resolved to an address the SSRF guard refuses: nothing was sent. */
 export class RefusedAddressError extends Error {
