@@ -2,7 +2,7 @@ import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { systemResolver } from './dns-resolver.js';
-import { RefusedAddressError, type Sender, SendTimeoutError } from './send.js';
+import type { Sender } from './send.js';
 import { blockedAddress, type Resolver } from './ssrf.js';
 
 // DNS pinning on Node and Bun: the name is resolved once, inside the socket's own `lookup` (net.connect's
@@ -12,6 +12,16 @@ import { blockedAddress, type Resolver } from './ssrf.js';
 // time. node:http is used rather than undici's Agent (connect.lookup) because undici is not a dependency
 // and the global fetch's dispatcher option is Node-only; Bun honours `lookup` in node:http too.
 // TLS still verifies the certificate against the URL's host name (servername defaults to it).
+
+/** The host resolved to an address the SSRF guard refuses: nothing was sent. Matched by name in deliver.ts. */
+export class RefusedAddressError extends Error {
+  override name = 'RefusedAddressError';
+}
+
+/** A send that got no (whole) answer within its timeout. */
+class SendTimeoutError extends Error {
+  override name = 'TimeoutError';
+}
 
 export function pinnedSender(resolve: Resolver = systemResolver): Sender {
   return (url, r) =>

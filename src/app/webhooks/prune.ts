@@ -24,43 +24,38 @@ export interface WebhookPruneResult {
 export async function pruneWebhooks(db: Database, o: WebhookPruneOptions): Promise<WebhookPruneResult> {
   const cutoff = sql`now() - ${o.retentionDays} * interval '1 day'`;
   // created_at is what webhook_deliveries_settled_idx orders; updated_at (when it settled) must be as old.
-  const settled = sql`d.status IN ('delivered', 'dead') AND d.created_at < ${cutoff} AND d.updated_at < ${cutoff}
-    AND d.lease_owner IS NULL`;
-  const deliveries = await batches(
+  const deliveries = await prune(
     db,
     o,
-    sql`/* webhook retention: DELETE settled webhook_deliveries */
-      WITH gone AS (
-        DELETE FROM webhook_deliveries d
-        WHERE d.id = ANY(ARRAY(SELECT d.id FROM webhook_deliveries d WHERE ${settled}
-                               ORDER BY d.created_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED))
-          AND ${settled}
-        RETURNING 1)
-      SELECT count(*)::int AS n FROM gone`,
+    'webhook_deliveries',
+    sql`status IN ('delivered', 'dead') AND created_at < ${cutoff} AND updated_at < ${cutoff} AND lease_owner IS NULL`,
   );
   // An event goes with its last delivery; one whose endpoints were all deleted has none left either.
-  const orphan = sql`e.created_at < ${cutoff}
-    AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = e.id)`;
-  const events = await batches(
+  const events = await prune(
     db,
     o,
-    sql`/* webhook retention: DELETE old webhook_events */
-      WITH gone AS (
-        DELETE FROM webhook_events e
-        WHERE e.id = ANY(ARRAY(SELECT e.id FROM webhook_events e WHERE ${orphan}
-                               ORDER BY e.created_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED))
-          AND ${orphan}
-        RETURNING 1)
-      SELECT count(*)::int AS n FROM gone`,
+    'webhook_events',
+    sql`created_at < ${cutoff} AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = t.id)`,
   );
   return { deliveries, events };
 }
 
-/** Runs a counting DELETE until it removes less than a batch, or maxBatches times. */
-async function batches(db: Database, o: WebhookPruneOptions, statement: SQL): Promise<number> {
+/**
+ * Deletes the oldest rows of `table` (aliased `t`) matching `where`, a batch a statement, until a batch
+ * comes back short or maxBatches ran. `where` is checked again on the row the DELETE removes.
+ */
+async function prune(db: Database, o: WebhookPruneOptions, table: string, where: SQL): Promise<number> {
+  const t = sql.identifier(table);
   let total = 0;
   for (let i = 0; i < o.maxBatches; i++) {
-    const n = Number(rowsOf<{ n: number }>(await db.execute(statement))[0]?.n ?? 0);
+    const rows = rowsOf<{ n: number }>(
+      await db.execute(sql`WITH gone AS (
+        DELETE FROM ${t} t WHERE t.id = ANY(ARRAY(SELECT t.id FROM ${t} t WHERE ${where}
+          ORDER BY t.created_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED)) AND ${where}
+        RETURNING 1)
+      SELECT count(*)::int AS n FROM gone`),
+    );
+    const n = Number(rows[0]?.n ?? 0);
     total += n;
     if (n < o.batchSize) break;
   }

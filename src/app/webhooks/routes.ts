@@ -1,11 +1,10 @@
 import { Hono, validate } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
-import { coerce, int, maximum, minimum, optional, strictObject, string, uuid } from 'zod/mini';
+import { strictObject, uuid } from 'zod/mini';
 import type { AuthEnv } from '../auth.js';
 import type { WebhookConfig } from '../config.js';
 import { ApiError, errorBody } from '../errors.js';
-import { fieldErrors } from '../invoices/input.js';
-import { decodeCursor, encodeCursor } from '../invoices/view.js';
+import { pageFields, pageOf, readPageQuery } from '../pages.js';
 import {
   createEndpoint,
   deleteEndpoint,
@@ -27,17 +26,7 @@ export interface WebhookRoutesDeps {
 }
 
 const MAX_BODY = 16 * 1024;
-const DEFAULT_PAGE = 50;
-const MAX_PAGE = 200;
-
-const logQuery = strictObject({
-  cursor: optional(string()),
-  limit: optional(
-    coerce
-      .number({ error: () => `must be an integer from 1 to ${MAX_PAGE}` })
-      .check(int(), minimum(1), maximum(MAX_PAGE)),
-  ),
-});
+const logQuery = strictObject(pageFields);
 
 async function readObject(req: { header(name: string): string | undefined; text(): Promise<string> }) {
   if (!/^application\/json\s*(;|$)/i.test(req.header('content-type') ?? '')) {
@@ -129,28 +118,14 @@ export function webhookRoutes({ box, config, resolve, deliveryTick }: WebhookRou
   // Keyset pages, as GET /api/invoices: `nextCursor` until the last page, where it is null.
   routes.get('/:id/deliveries', async (c) => {
     const id = endpointId(c.req.param('id'));
-    const parsed = validate(logQuery, c.req.query());
-    if (!parsed.success)
-      throw new ApiError(400, 'invalid_query', 'the query is not valid', fieldErrors(parsed.error));
-    const { cursor, limit = DEFAULT_PAGE } = parsed.data;
-    const after = cursor === undefined ? undefined : decodeCursor(cursor);
-    if (cursor !== undefined && !after) {
-      throw new ApiError(400, 'invalid_query', 'the query is not valid', [
-        { path: 'cursor', message: 'is not a cursor from this API' },
-      ]);
-    }
+    const { after, limit } = readPageQuery(logQuery, c.req.query());
     const org = c.get('organization');
-    // One extra row tells whether another page exists without a count query.
     const rows = await c.var.withDatabase((db) =>
       listDeliveries(db, org.id, id, { limit: limit + 1, after }),
     );
     if (!rows) throw notFound();
-    const page = rows.slice(0, limit);
-    const last = page.at(-1);
-    return c.json({
-      data: page.map(({ cursorAt: _cursorAt, ...row }) => row),
-      nextCursor: rows.length > limit && last ? encodeCursor(last) : null,
-    });
+    const { page, nextCursor } = pageOf(rows, limit);
+    return c.json({ data: page.map(({ cursorAt: _cursorAt, ...row }) => row), nextCursor });
   });
 
   routes.post('/:id/deliveries/:deliveryId/resend', async (c) => {
