@@ -16,10 +16,10 @@ import { checkEndpointUrl } from './ssrf.js';
 // another endpoint's deliveries, or the push tick (a tick of its own).
 //
 // A run ends when nothing is due and nothing is in flight; an endpoint that failed in it is not claimed
-// again by it. It claims for `windowMs`; then, for one
-// timeout more, only for endpoints with nothing in flight in this run (a slow endpoint gets no more
-// and drains); then it claims nothing and awaits what is in flight. So a run lasts at most windowMs
-// plus two timeouts, and is awaited whole (on Workers, inside the scheduled handler's waitUntil).
+// again by it. It claims for `windowMs`; then, for one timeout more, only for endpoints with nothing in
+// flight in this run (a slow endpoint gets no more and drains); then it claims nothing and awaits what
+// is in flight. So a run lasts at most windowMs plus two timeouts, and is awaited whole, even when a
+// claim fails (on Workers, inside the scheduled handler's waitUntil).
 
 export interface DeliveryDeps {
   owner: string;
@@ -80,45 +80,44 @@ export async function deliverDueWebhooks(db: Database, deps: DeliveryDeps): Prom
   const started = Date.now();
   const send = deps.send ?? fetchSender;
   const result: DeliveryResult = { claimed: 0, delivered: 0, failed: 0 };
-  const inFlight = new Set<Promise<void>>();
-  const endpointsInFlight = new Map<string, number>();
+  // Each send in flight, with its endpoint.
+  const inFlight = new Map<Promise<void>, string>();
   // An endpoint that failed in this run gets no more of it: its back-off decides when it is tried next.
   const failedEndpoints = new Set<string>();
   const settler = coalescingSettler(db, deps);
   const wakeup = alarm();
 
   const start = (d: Claimed) => {
-    endpointsInFlight.set(d.endpoint_id, (endpointsInFlight.get(d.endpoint_id) ?? 0) + 1);
     const p: Promise<void> = deliverOne(d, deps, send).then(async (o) => {
       result[o.ok ? 'delivered' : 'failed'] += 1;
       if (!o.ok) failedEndpoints.add(d.endpoint_id);
       await settler.add(o);
-      const left = (endpointsInFlight.get(d.endpoint_id) ?? 1) - 1;
-      if (left === 0) endpointsInFlight.delete(d.endpoint_id);
-      else endpointsInFlight.set(d.endpoint_id, left);
       inFlight.delete(p);
       wakeup.ring();
     });
-    inFlight.add(p);
+    inFlight.set(p, d.endpoint_id);
   };
 
-  for (;;) {
-    const elapsed = Date.now() - started;
-    if (elapsed >= deps.windowMs + deps.timeoutMs) break;
-    const room = deps.concurrency - inFlight.size;
-    let got = 0;
-    if (room > 0) {
-      const exclude = [...failedEndpoints, ...(elapsed >= deps.windowMs ? endpointsInFlight.keys() : [])];
-      const claimed = await claim(db, deps, room, exclude);
-      got = claimed.length;
-      result.claimed += got;
-      for (const d of claimed) start(d);
+  try {
+    for (;;) {
+      const elapsed = Date.now() - started;
+      if (elapsed >= deps.windowMs + deps.timeoutMs) break;
+      const room = deps.concurrency - inFlight.size;
+      let got = 0;
+      if (room > 0) {
+        const exclude = [...failedEndpoints, ...(elapsed >= deps.windowMs ? inFlight.values() : [])];
+        const claimed = await claim(db, deps, room, exclude);
+        got = claimed.length;
+        result.claimed += got;
+        for (const d of claimed) start(d);
+      }
+      if (got === 0 && inFlight.size === 0) break;
+      await wakeup.wait(deps.pollMs);
     }
-    if (got === 0 && inFlight.size === 0) break;
-    await wakeup.wait(deps.pollMs);
+  } finally {
+    await Promise.all(inFlight.keys());
+    await settler.idle();
   }
-  await Promise.all(inFlight);
-  await settler.idle();
   return result;
 }
 
@@ -132,28 +131,28 @@ async function claim(db: Database, deps: DeliveryDeps, limit: number, exclude: s
   return rowsOf<Claimed>(
     await db.execute(sql`
       WITH endpoints AS (
-      SELECT d.endpoint_id, min(d.next_attempt_at) AS oldest FROM webhook_deliveries d
-      JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.disabled_at IS NULL
-      WHERE ${due} AND d.endpoint_id <> ALL(${sql.param(exclude)}::uuid[])
-      GROUP BY d.endpoint_id ORDER BY oldest LIMIT ${limit}),
+        SELECT d.endpoint_id, min(d.next_attempt_at) AS oldest FROM webhook_deliveries d
+        JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.disabled_at IS NULL
+        WHERE ${due} AND d.endpoint_id <> ALL(${sql.param(exclude)}::uuid[])
+        GROUP BY d.endpoint_id ORDER BY oldest LIMIT ${limit}),
       taken AS (
-      SELECT id FROM (
-      SELECT t.id, ep.oldest, row_number() OVER (PARTITION BY ep.endpoint_id ORDER BY t.next_attempt_at) AS rank
-      FROM endpoints ep CROSS JOIN LATERAL (
-      SELECT d.id, d.next_attempt_at FROM webhook_deliveries d WHERE d.endpoint_id = ep.endpoint_id AND ${due}
-      ORDER BY d.next_attempt_at
-      LIMIT greatest(0, ${deps.perEndpoint} - (SELECT count(*) FROM webhook_deliveries x
-      WHERE x.endpoint_id = ep.endpoint_id AND x.status IN ('pending', 'failed') AND x.lease_expires_at >= now()))
-      FOR UPDATE SKIP LOCKED) t) l
-      ORDER BY rank, oldest LIMIT ${limit}),
+        SELECT id FROM (
+          SELECT t.id, ep.oldest, row_number() OVER (PARTITION BY ep.endpoint_id ORDER BY t.next_attempt_at) AS rank
+          FROM endpoints ep CROSS JOIN LATERAL (
+            SELECT d.id, d.next_attempt_at FROM webhook_deliveries d WHERE d.endpoint_id = ep.endpoint_id AND ${due}
+            ORDER BY d.next_attempt_at
+            LIMIT greatest(0, ${deps.perEndpoint} - (SELECT count(*) FROM webhook_deliveries x
+              WHERE x.endpoint_id = ep.endpoint_id AND x.status IN ('pending', 'failed') AND x.lease_expires_at >= now()))
+            FOR UPDATE SKIP LOCKED) t) l
+        ORDER BY rank, oldest LIMIT ${limit}),
       claimed AS (
-      UPDATE webhook_deliveries d SET lease_owner = ${deps.owner},
-      lease_expires_at = now() + ${leaseMs} * interval '1 millisecond',
-      attempts = d.attempts + 1, updated_at = now()
-      WHERE d.id = ANY(ARRAY(SELECT id FROM taken)) AND ${due}
-      RETURNING d.id, d.attempts, d.event_id, d.endpoint_id)
-      SELECT c.id, c.attempts, c.event_id, e.type, e.data, (extract(epoch FROM e.created_at) * 1000)::float8 AS event_ms, c.endpoint_id,
-      w.url, w.secret_enc, w.previous_secret_enc, (w.previous_secret_expires_at > now()) AS previous_live
+        UPDATE webhook_deliveries d SET lease_owner = ${deps.owner},
+          lease_expires_at = now() + ${leaseMs} * interval '1 millisecond',
+          attempts = d.attempts + 1, updated_at = now()
+        WHERE d.id = ANY(ARRAY(SELECT id FROM taken)) AND ${due}
+        RETURNING d.id, d.attempts, d.event_id, d.endpoint_id)
+      SELECT c.id, c.attempts, c.event_id, e.type, e.data, (extract(epoch FROM e.created_at) * 1000)::float8 AS event_ms,
+             c.endpoint_id, w.url, w.secret_enc, w.previous_secret_enc, (w.previous_secret_expires_at > now()) AS previous_live
       FROM claimed c JOIN webhook_events e ON e.id = c.event_id JOIN webhook_endpoints w ON w.id = c.endpoint_id`),
   );
 }
