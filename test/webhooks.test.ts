@@ -3,8 +3,11 @@
 // server on 127.0.0.1, the development setting on), signed by Standard Webhooks, retried with back-off
 // while the receiver is down, and refused at delivery for private and metadata addresses.
 
+import { execFile } from 'node:child_process';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { loadConfig } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
 import type { DatabaseHandle } from '@honest-health/platform/db';
@@ -44,6 +47,8 @@ let box: SecretBox;
 let url: string;
 let handle: DatabaseHandle;
 const { log } = captureLog();
+const execFileAsync = promisify(execFile);
+const PROBE = 'test/support/pinned-send-probe.ts';
 
 interface Received {
   headers: Record<string, string>;
@@ -402,6 +407,32 @@ describe('webhooks', () => {
         /resolves to a private address \(10\.0\.0\.7\)/,
       );
       expect(answers).toHaveLength(1);
+      expect(rx.received).toHaveLength(1);
+    } finally {
+      await rx.close();
+    }
+  });
+
+  it('DNS pinning under the real bun binary too: its node:http honours the checked lookup', async () => {
+    const rx = await receiver();
+    try {
+      // Asynchronously: the receiver answers from this process's event loop.
+      const probe = async (target: string, answers: string) =>
+        JSON.parse(
+          (await execFileAsync(resolve('node_modules/.bin/bun'), [PROBE, target, answers])).stdout,
+        ) as { status?: number; error?: string; message?: string; asked: string[] };
+      // The system resolver knows neither name: only the checked answer can reach the receiver.
+      expect(await probe(`http://bun.example.test:${rx.port}/hook`, '127.0.0.1')).toEqual({
+        status: 204,
+        asked: ['bun.example.test'],
+      });
+      expect(rx.received.map((r) => r.headers.host)).toEqual([`bun.example.test:${rx.port}`]);
+      expect(
+        await probe(`http://bun.example.test:${rx.port}/hook`, '127.0.0.1,169.254.169.254'),
+      ).toMatchObject({
+        error: 'RefusedAddressError',
+        message: 'bun.example.test resolves to a metadata address (169.254.169.254)',
+      });
       expect(rx.received).toHaveLength(1);
     } finally {
       await rx.close();
