@@ -79,6 +79,7 @@ describe('Bun entry', () => {
       );
       expect(Object.keys(body.ticks).sort()).toEqual([
         'deliver-webhooks',
+        'prune-webhooks',
         'push-invoices',
         'refresh-tokens',
         'sweep',

@@ -3,8 +3,11 @@
 // server on 127.0.0.1, the development setting on), signed by Standard Webhooks, retried with back-off
 // while the receiver is down, and refused at delivery for private and metadata addresses.
 
-import { createServer, type Server } from 'node:http';
+import { execFile } from 'node:child_process';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { loadConfig } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
 import type { DatabaseHandle } from '@honest-health/platform/db';
@@ -21,6 +24,9 @@ import { markForbidden } from '../src/app/push/signals.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
 import { type DeliveryDeps, deliverDueWebhooks } from '../src/app/webhooks/deliver.js';
 import { createEndpoint } from '../src/app/webhooks/endpoints.js';
+import { pinnedSender } from '../src/app/webhooks/pinned-send.js';
+import { pruneWebhooks } from '../src/app/webhooks/prune.js';
+import type { Sender } from '../src/app/webhooks/send.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type InProcessApp, startInProcess } from './support/in-process.js';
@@ -41,6 +47,8 @@ let box: SecretBox;
 let url: string;
 let handle: DatabaseHandle;
 const { log } = captureLog();
+const execFileAsync = promisify(execFile);
+const PROBE = 'test/support/pinned-send-probe.ts';
 
 interface Received {
   headers: Record<string, string>;
@@ -70,6 +78,50 @@ async function receiver(port = 0, status = 204) {
   };
 }
 
+/** A receiver that reads each request and answers none until release(); then it answers every one 204. */
+async function holdingReceiver() {
+  const open: ServerResponse[] = [];
+  let received = 0;
+  let maxOpen = 0;
+  let released = false;
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      received += 1;
+      if (released) return void res.writeHead(204).end();
+      open.push(res);
+      maxOpen = Math.max(maxOpen, open.length);
+      res.on('close', () => {
+        const at = open.indexOf(res);
+        if (at >= 0) open.splice(at, 1);
+      });
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    open,
+    get received() {
+      return received;
+    },
+    get maxOpen() {
+      return maxOpen;
+    },
+    release() {
+      released = true;
+      for (const res of [...open]) res.writeHead(204).end();
+    },
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+/** The pinned sender as the development setting runs it, on literal 127.0.0.1 receivers (no lookup). */
+const loopback = async () => ['127.0.0.1'];
+
 beforeAll(async () => {
   [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
   box = await testBox();
@@ -87,8 +139,10 @@ function deps(overrides: Partial<DeliveryDeps> = {}): DeliveryDeps {
     owner: `run-${crypto.randomUUID()}`,
     box,
     log,
-    batchSize: 50,
+    concurrency: 50,
     perEndpoint: 4,
+    windowMs: 2000,
+    pollMs: 25,
     timeoutMs: 2000,
     maxResponseBytes: 64 * 1024,
     backoff: { baseMs: 20, maxMs: 200 },
@@ -105,6 +159,10 @@ async function deliveries(endpointId: string) {
   return (rows as unknown as { rows: { status: string; attempts: number; last_error: string | null }[] })
     .rows;
 }
+
+/** Disables every endpoint so far: a test that counts claims sees only its own deliveries. */
+const quietOthers = () =>
+  handle.db.execute(sql`UPDATE webhook_endpoints SET disabled_at = now() WHERE disabled_at IS NULL`);
 
 const until = async (cond: () => Promise<boolean>, ms = 10_000) => {
   const deadline = Date.now() + ms;
@@ -279,13 +337,18 @@ describe('webhooks', () => {
       for (const t of targets) endpoints.push(await createEndpoint(handle.db, box, org.id, t));
       await cancelPush(handle.db, org.id, await queuePush(handle.db, org.id, 'sneaky-1'));
       const sent: string[] = [];
-      const spy: typeof fetch = (input, init) => {
-        sent.push(String(input));
-        return fetch(input, init);
-      };
+      const asked: string[] = [];
       // The name resolves to 127.0.0.1; the development setting is off, so https-only applies too.
-      const resolve = async (host: string) => (host === 'hooks.example.test' ? ['127.0.0.1'] : []);
-      await deliverDueWebhooks(handle.db, deps({ allowInsecure: false, fetch: spy, resolve }));
+      const resolve = async (host: string) => {
+        asked.push(host);
+        return host === 'hooks.example.test' ? ['127.0.0.1'] : [];
+      };
+      const pinned = pinnedSender(resolve);
+      const spy: Sender = (target, request) => {
+        sent.push(String(target));
+        return pinned(target, request);
+      };
+      await deliverDueWebhooks(handle.db, deps({ allowInsecure: false, send: spy }));
       expect(sent).toEqual([]);
       expect(rx.received).toHaveLength(0);
       const errors = await Promise.all(endpoints.map(async (e) => (await deliveries(e.id))[0]?.last_error));
@@ -293,17 +356,206 @@ describe('webhooks', () => {
       expect(errors[1]).toMatch(/refused: .*metadata/);
       expect(errors[2]).toMatch(/refused: .*loopback/);
       expect(errors[3]).toMatch(/refused: .*https/);
-      // With https allowed through (a name resolving to loopback, nothing else wrong): still refused.
+      // Registered under the development setting, delivered without it: an https name resolving to
+      // loopback is refused as the socket resolves it, before it connects.
       const named = await createEndpoint(handle.db, box, org.id, 'https://hooks.example.test/hook');
       await cancelPush(handle.db, org.id, await queuePush(handle.db, org.id, 'sneaky-2'));
-      await deliverDueWebhooks(handle.db, deps({ allowInsecure: false, fetch: spy, resolve }));
+      await deliverDueWebhooks(handle.db, deps({ allowInsecure: false, send: spy }));
       expect((await deliveries(named.id))[0]?.last_error).toMatch(
-        /resolves to a loopback address \(127\.0\.0\.1\)/,
+        /refused: hooks\.example\.test resolves to a loopback address \(127\.0\.0\.1\)/,
       );
-      expect(sent).toEqual([]);
+      expect(asked).toEqual(['hooks.example.test']);
+      expect(rx.received).toHaveLength(0);
     } finally {
       await rx.close();
     }
+  });
+
+  it('DNS pinning: the name is resolved once, every answer checked, and the socket connects to the checked address', async () => {
+    await quietOthers();
+    const org = await createOrganization(handle.db, 'Pinned Co');
+    const rx = await receiver();
+    try {
+      // A rebinding name: loopback (allowed by the development setting) first, then a metadata address.
+      // The system resolver knows neither name: the request can only reach the receiver through ours.
+      const asked: string[] = [];
+      const rebinding = async (host: string) => {
+        asked.push(host);
+        return asked.length === 1 ? ['127.0.0.1'] : ['169.254.169.254'];
+      };
+      const pinned = await createEndpoint(
+        handle.db,
+        box,
+        org.id,
+        `http://rebind.example.test:${rx.port}/hook`,
+      );
+      await cancelPush(handle.db, org.id, await queuePush(handle.db, org.id, 'pin-1'));
+      await deliverDueWebhooks(handle.db, deps({ send: pinnedSender(rebinding) }));
+      expect(await deliveries(pinned.id)).toMatchObject([{ status: 'delivered' }]);
+      expect(asked).toEqual(['rebind.example.test']);
+      expect(rx.received.map((r) => r.headers.host)).toEqual([`rebind.example.test:${rx.port}`]);
+
+      // The other order: a private answer is refused even though a second lookup would be loopback; a
+      // name with one refused answer among allowed ones is refused too.
+      await handle.db.execute(sql`DELETE FROM webhook_endpoints WHERE id = ${pinned.id}`);
+      const evil = await createEndpoint(handle.db, box, org.id, `http://evil.example.test:${rx.port}/hook`);
+      const answers = [['127.0.0.1', '10.0.0.7'], ['127.0.0.1']];
+      const turned = async () => answers.shift() ?? ['127.0.0.1'];
+      await cancelPush(handle.db, org.id, await queuePush(handle.db, org.id, 'pin-2'));
+      await deliverDueWebhooks(handle.db, deps({ send: pinnedSender(turned) }));
+      expect((await deliveries(evil.id))[0]?.last_error).toMatch(
+        /resolves to a private address \(10\.0\.0\.7\)/,
+      );
+      expect(answers).toHaveLength(1);
+      expect(rx.received).toHaveLength(1);
+    } finally {
+      await rx.close();
+    }
+  });
+
+  it('DNS pinning under the real bun binary too: its node:http honours the checked lookup', async () => {
+    const rx = await receiver();
+    try {
+      // Asynchronously: the receiver answers from this process's event loop.
+      const probe = async (target: string, answers: string) =>
+        JSON.parse(
+          (await execFileAsync(resolve('node_modules/.bin/bun'), [PROBE, target, answers])).stdout,
+        ) as { status?: number; error?: string; message?: string; asked: string[] };
+      // The system resolver knows neither name: only the checked answer can reach the receiver.
+      expect(await probe(`http://bun.example.test:${rx.port}/hook`, '127.0.0.1')).toEqual({
+        status: 204,
+        asked: ['bun.example.test'],
+      });
+      expect(rx.received.map((r) => r.headers.host)).toEqual([`bun.example.test:${rx.port}`]);
+      expect(
+        await probe(`http://bun.example.test:${rx.port}/hook`, '127.0.0.1,169.254.169.254'),
+      ).toMatchObject({
+        error: 'RefusedAddressError',
+        message: 'bun.example.test resolves to a metadata address (169.254.169.254)',
+      });
+      expect(rx.received).toHaveLength(1);
+    } finally {
+      await rx.close();
+    }
+  });
+
+  it("a hanging endpoint holds only its own deliveries: another organization's event is delivered while it hangs", async () => {
+    await quietOthers();
+    const [slowOrg, fastOrg] = [
+      await createOrganization(handle.db, 'Hanging Co'),
+      await createOrganization(handle.db, 'Prompt Co'),
+    ];
+    const hang = await holdingReceiver();
+    const rx = await receiver();
+    try {
+      const slow = await createEndpoint(handle.db, box, slowOrg.id, hang.url);
+      const fast = await createEndpoint(handle.db, box, fastOrg.id, rx.url);
+      for (const k of ['hang-1', 'hang-2', 'hang-3', 'hang-4', 'hang-5'])
+        await cancelPush(handle.db, slowOrg.id, await queuePush(handle.db, slowOrg.id, k));
+      // A timeout and a window far longer than the test: only the receiver lets go of the slow requests.
+      const long = { timeoutMs: 120_000, windowMs: 120_000, perEndpoint: 2 };
+      const run = deliverDueWebhooks(handle.db, deps({ ...long, send: pinnedSender(loopback) }));
+      await until(async () => hang.open.length === 2);
+      // The other organization's event exists only now, after the run claimed and is held by the slow
+      // endpoint: the same run claims it and delivers it while the slow requests are still open.
+      await cancelPush(handle.db, fastOrg.id, await queuePush(handle.db, fastOrg.id, 'prompt-1'));
+      await until(async () => rx.received.length === 1);
+      expect(await deliveries(fast.id)).toMatchObject([{ status: 'delivered' }]);
+      expect(hang.open).toHaveLength(2);
+      expect(hang.received).toBe(2);
+      // Another run (a second replica) takes none of the slow endpoint's: its live leases count.
+      expect(await deliverDueWebhooks(handle.db, deps({ ...long, windowMs: 0 }))).toMatchObject({
+        claimed: 0,
+      });
+      hang.release();
+      expect(await run).toMatchObject({ claimed: 6, delivered: 6, failed: 0 });
+      expect(hang.maxOpen).toBe(2);
+      expect((await deliveries(slow.id)).map((d) => d.status)).toEqual(Array(5).fill('delivered'));
+    } finally {
+      hang.release();
+      await Promise.all([hang.close(), rx.close()]);
+    }
+  });
+
+  it('an endpoint that never answers fails after the timeout, with the reason in the log', async () => {
+    await quietOthers();
+    const org = await createOrganization(handle.db, 'Silent Co');
+    const hang = await holdingReceiver();
+    try {
+      const endpoint = await createEndpoint(handle.db, box, org.id, hang.url);
+      await cancelPush(handle.db, org.id, await queuePush(handle.db, org.id, 'silent-1'));
+      const result = await deliverDueWebhooks(
+        handle.db,
+        deps({ timeoutMs: 300, send: pinnedSender(loopback) }),
+      );
+      expect(result).toMatchObject({ claimed: 1, failed: 1 });
+      expect(await deliveries(endpoint.id)).toMatchObject([
+        { status: 'failed', last_error: 'no answer within 300 ms' },
+      ]);
+    } finally {
+      hang.release();
+      await hang.close();
+    }
+  });
+
+  it('retention deletes delivered and dead deliveries and events past it, in batches; never one still to send or leased', async () => {
+    const org = await createOrganization(handle.db, 'Old Co');
+    const endpoint = await createEndpoint(handle.db, box, org.id, 'https://hooks.example.com/old');
+    const make = async (status: string, days: number, leased = false) => {
+      const rows = await handle.db.execute(sql`
+        WITH e AS (INSERT INTO webhook_events (organization_id, type, data, created_at)
+                   VALUES (${org.id}, 'invoice.cancelled', '{}'::jsonb, now() - ${days} * interval '1 day') RETURNING id)
+        INSERT INTO webhook_deliveries (event_id, endpoint_id, status, created_at, updated_at, lease_owner, lease_expires_at)
+        SELECT e.id, ${endpoint.id}, ${status}, now() - ${days} * interval '1 day', now() - ${days} * interval '1 day',
+               ${leased ? 'run-x' : null}, ${leased ? sql`now() + interval '1 minute'` : null}
+        FROM e RETURNING event_id`);
+      return (rows as unknown as { rows: { event_id: string }[] }).rows[0]?.event_id as string;
+    };
+    const gone = [
+      await make('delivered', 40),
+      await make('delivered', 35),
+      await make('dead', 31),
+      await make('delivered', 45),
+      await make('dead', 50),
+    ];
+    const kept = [
+      await make('delivered', 29),
+      await make('pending', 60),
+      await make('failed', 60),
+      await make('delivered', 60, true),
+    ];
+    // An old event whose endpoint was deleted has no delivery left: it goes too.
+    const orphan = (
+      (await handle.db.execute(sql`INSERT INTO webhook_events (organization_id, type, data, created_at)
+        VALUES (${org.id}, 'invoice.cancelled', '{}'::jsonb, now() - interval '90 days') RETURNING id`)) as unknown as {
+        rows: { id: string }[];
+      }
+    ).rows[0]?.id as string;
+    const ids = async () =>
+      (
+        (await handle.db.execute(
+          sql`SELECT id FROM webhook_events WHERE organization_id = ${org.id}`,
+        )) as unknown as { rows: { id: string }[] }
+      ).rows.map((r) => r.id);
+
+    // Two rows a statement, two statements a run: a run stops at its bound.
+    expect(await pruneWebhooks(handle.db, { retentionDays: 30, batchSize: 2, maxBatches: 2 })).toEqual({
+      deliveries: 4,
+      events: 4,
+    });
+    expect(await pruneWebhooks(handle.db, { retentionDays: 30, batchSize: 2, maxBatches: 2 })).toEqual({
+      deliveries: 1,
+      events: 2,
+    });
+    expect(await pruneWebhooks(handle.db, { retentionDays: 30, batchSize: 2, maxBatches: 2 })).toEqual({
+      deliveries: 0,
+      events: 0,
+    });
+    const left = await ids();
+    expect(left.sort()).toEqual([...kept].sort());
+    expect(left).not.toContain(orphan);
+    for (const g of gone) expect(left).not.toContain(g);
+    expect(await deliveries(endpoint.id)).toHaveLength(4);
   });
 });
 
@@ -418,6 +670,66 @@ describe('/api/webhook-endpoints', () => {
       expect((await send(dev, other.apiKey, 'DELETE', `/${endpoint.id}`)).status).toBe(404);
     } finally {
       await rx.close();
+    }
+  });
+
+  it('the delivery log pages by keyset: nextCursor until the last page; a bad cursor or limit is a 400 naming the field', async () => {
+    const app = await appWith({ WEBHOOK_ALLOW_INSECURE: 'true' });
+    const org = await createOrganization(handle.db, 'Paged Co');
+    await app.reloadIndexes();
+    const endpoint = await createEndpoint(handle.db, box, org.id, 'https://hooks.example.com/paged');
+    // Seven deliveries, three sharing one creation time: the cursor's id breaks the tie.
+    await handle.db.execute(sql`
+      WITH e AS (INSERT INTO webhook_events (organization_id, type, data)
+                 SELECT ${org.id}, 'invoice.cancelled', '{}'::jsonb FROM generate_series(1, 7) RETURNING id)
+      INSERT INTO webhook_deliveries (event_id, endpoint_id, created_at)
+      SELECT id, ${endpoint.id}, CASE WHEN row_number() OVER () <= 3 THEN '2026-01-01T00:00:00.123456Z'::timestamptz
+                                      ELSE now() - row_number() OVER () * interval '1 second' END FROM e`);
+    const all = (
+      (await handle.db.execute(sql`SELECT id FROM webhook_deliveries WHERE endpoint_id = ${endpoint.id}
+        ORDER BY created_at DESC, id DESC`)) as unknown as { rows: { id: string }[] }
+    ).rows.map((r) => r.id);
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const res = await send(
+        app,
+        org.apiKey,
+        'GET',
+        `/${endpoint.id}/deliveries?limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+      );
+      expect(res.status).toBe(200);
+      const page = (await res.json()) as { data: { id: string }[]; nextCursor: string | null };
+      expect(page.data.length).toBeLessThanOrEqual(2);
+      expect(page.data[0]).not.toHaveProperty('cursorAt');
+      seen.push(...page.data.map((d) => d.id));
+      cursor = page.nextCursor;
+      pages += 1;
+    } while (cursor && pages < 10);
+    expect(pages).toBe(4);
+    expect(seen).toEqual(all);
+    const whole = (await (await send(app, org.apiKey, 'GET', `/${endpoint.id}/deliveries`)).json()) as {
+      data: unknown[];
+      nextCursor: string | null;
+    };
+    expect(whole).toMatchObject({ nextCursor: null });
+    expect(whole.data).toHaveLength(7);
+
+    for (const [query, path] of [
+      ['cursor=not-a-cursor', 'cursor'],
+      [`cursor=${btoa(JSON.stringify(['yesterday', 'x']))}`, 'cursor'],
+      ['limit=0', 'limit'],
+      ['limit=201', 'limit'],
+      ['limit=two', 'limit'],
+      ['sort=asc', 'sort'],
+    ]) {
+      const res = await send(app, org.apiKey, 'GET', `/${endpoint.id}/deliveries?${query}`);
+      expect(res.status, query).toBe(400);
+      expect(res.headers.get('content-type')).toMatch(/application\/json/);
+      expect(await res.json(), query).toMatchObject({
+        error: { code: 'invalid_query', fields: [{ path }] },
+      });
     }
   });
 });

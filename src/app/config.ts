@@ -50,6 +50,8 @@ export interface WebhookConfig {
   maxResponseBytes: number;
   /** How long the previous secret still signs after a rotation. */
   secretOverlapMs: number;
+  /** Days delivered and dead deliveries, and events with none left, are kept (prune-webhooks). */
+  retentionDays: number;
 }
 
 /** What one API key and one organization may do (docs/api.md, "Limits and quotas"). */
@@ -174,6 +176,7 @@ const schema = object({
   WEBHOOK_BACKOFF_MAX_MS: int(10, 86_400_000, 6 * 3_600_000),
   WEBHOOK_MAX_RESPONSE_BYTES: int(0, 10 * 1024 * 1024, 64 * 1024),
   WEBHOOK_SECRET_OVERLAP_MS: int(0, 30 * 86_400_000, 86_400_000),
+  WEBHOOK_RETENTION_DAYS: int(1, 36_500, 30),
 }).check(
   superRefine((e, ctx) => {
     // A real database holds real tokens: they are only ever encrypted with a key the operator owns.
@@ -280,6 +283,7 @@ export function loadAppConfig(env: Env): AppConfig {
       backoff: { baseMs: e.WEBHOOK_BACKOFF_BASE_MS, maxMs: e.WEBHOOK_BACKOFF_MAX_MS },
       maxResponseBytes: e.WEBHOOK_MAX_RESPONSE_BYTES,
       secretOverlapMs: e.WEBHOOK_SECRET_OVERLAP_MS,
+      retentionDays: e.WEBHOOK_RETENTION_DAYS,
     },
     deprecatedVariables: renamed.deprecated,
   };

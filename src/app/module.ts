@@ -13,6 +13,7 @@ import { latestMigrationAt, schemaNeeds } from './migrations.gen.js';
 import { appRoutes } from './routes.js';
 import { retiredColumns } from './schema.js';
 import { appTicks, TICKS } from './ticks.js';
+import type { WebhookNet } from './webhooks/send.js';
 import { createXeroClient } from './xero/client.js';
 
 const DEV_TOKEN_KEY_PATH = '.data/token-encryption-key';
@@ -38,8 +39,11 @@ export async function buildHonestHealth(
   config: AppConfig,
   { lifecycle, log, embedded }: AppContext,
   xeroFetch: typeof fetch = fetch,
-  // Development mode says it in its own line, with the rest of what it set up.
-  { announceDevelopmentKey = true } = {},
+  {
+    // Development mode says it in its own line, with the rest of what it set up.
+    announceDevelopmentKey = true,
+    webhookNet,
+  }: { announceDevelopmentKey?: boolean; webhookNet?: WebhookNet } = {},
 ): Promise<{ app: AppInstance<AuthEnv>; box: SecretBox }> {
   for (const d of config.deprecatedVariables)
     log.warn('a variable is set under its old name; rename it', { ...d });
@@ -62,9 +66,10 @@ export async function buildHonestHealth(
     }
   }
   const box = await createSecretBox(tokenKey, config.previousTokenEncryptionKeys);
-  // Workers cannot resolve names: there the registration check and Cloudflare's egress rules stand.
-  const resolve =
-    lifecycle === 'process' ? (await import('./webhooks/dns-resolver.js')).systemResolver : undefined;
+  // Workers cannot resolve names: there the URL's own check and Cloudflare's egress stand (docs/api.md,
+  // "Webhooks"). Node and Bun pass webhookNet (process-module.ts), which the Worker bundle never carries.
+  const resolve = webhookNet?.resolve;
+  const send = webhookNet?.send;
   const xero = createXeroClient(config.xero, xeroFetch);
   const apiKeys = new ApiKeyIndex();
   const app: AppInstance<AuthEnv> = {
@@ -81,7 +86,7 @@ export async function buildHonestHealth(
       ...(resolve ? { resolve } : {}),
     }),
     onError: (err, c) => answerAppError(err, c, log),
-    ticks: appTicks({ config, xero, box, log, ...(resolve ? { resolve } : {}) }),
+    ticks: appTicks({ config, xero, box, log, ...(send ? { send } : {}) }),
     indexes: [{ name: 'api-key index', refreshMs: config.apiKeyRefreshMs, load: (db) => apiKeys.load(db) }],
     metrics: {
       gauges: (registry, context) => observeQueueDepth(registry, context),

@@ -353,7 +353,11 @@ export const webhookEvents = pgTable(
     data: jsonb('data').notNull(),
     createdAt: createdAt(),
   },
-  (t) => [index('webhook_events_org_created_idx').on(t.organizationId, t.createdAt)],
+  (t) => [
+    index('webhook_events_org_created_idx').on(t.organizationId, t.createdAt),
+    // Retention finds old events across organizations.
+    index('webhook_events_created_idx').on(t.createdAt),
+  ],
 );
 
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed', 'dead'] as const;
@@ -384,7 +388,16 @@ export const webhookDeliveries = pgTable(
     check('webhook_deliveries_status_check', sql`${t.status} in ('pending', 'delivered', 'failed', 'dead')`),
     index('webhook_deliveries_due_idx').on(t.nextAttemptAt).where(sql`${t.status} in ('pending', 'failed')`),
     index('webhook_deliveries_endpoint_idx').on(t.endpointId, t.createdAt),
+    // The delivery log's keyset pages: newest first, (created_at, id) after the cursor.
+    index('webhook_deliveries_endpoint_log_idx').on(t.endpointId, t.createdAt, t.id),
     index('webhook_deliveries_event_idx').on(t.eventId),
+    // The claim's per-endpoint look: its due deliveries in order, and its live leases counted. On
+    // columns the claim's lease update leaves alone, so that update stays HOT.
+    index('webhook_deliveries_endpoint_due_idx')
+      .on(t.endpointId, t.nextAttemptAt)
+      .where(sql`${t.status} in ('pending', 'failed')`),
+    // Retention: settled deliveries by creation (never updated after insert, unlike updated_at).
+    index('webhook_deliveries_settled_idx').on(t.createdAt).where(sql`${t.status} in ('delivered', 'dead')`),
   ],
 );
 

@@ -8,7 +8,8 @@ import { detachSettledPushes } from './push/detach-settled.js';
 import { prunePushes } from './push/prune-pushes.js';
 import { pushDueInvoices } from './push/tick.js';
 import { deliverDueWebhooks } from './webhooks/deliver.js';
-import type { Resolver } from './webhooks/ssrf.js';
+import { pruneWebhooks } from './webhooks/prune.js';
+import type { Sender } from './webhooks/send.js';
 import type { XeroClient } from './xero/client.js';
 
 export const TICKS = {
@@ -17,6 +18,7 @@ export const TICKS = {
   prune: 'prune-pushes',
   sweep: 'sweep',
   webhooks: 'deliver-webhooks',
+  webhookRetention: 'prune-webhooks',
 } as const;
 
 export interface TickSetup {
@@ -24,8 +26,8 @@ export interface TickSetup {
   xero: XeroClient;
   box: SecretBox;
   log: Logger;
-  /** node:dns on Node and Bun, for the SSRF guard at delivery; none on Workers. */
-  resolve?: Resolver;
+  /** Node and Bun: the sender that resolves, checks and connects to the checked address; fetch on Workers. */
+  send?: Sender;
 }
 
 /** The tick functions, ready to be run by a scheduler loop (Node, Bun) or a cron trigger (Workers). */
@@ -75,7 +77,12 @@ export function createTicks({ config, xero, box, log }: TickSetup) {
 export function appTicks(setup: TickSetup): AppTick[] {
   if (!setup.config.xero.clientId) {
     setup.log.warn('Xero is not configured (XERO_CLIENT_ID): the push and token-refresh ticks are off');
-    return [sweepTick(setup.config), ...retentionTick(setup.config), webhookTick(setup)];
+    return [
+      sweepTick(setup.config),
+      ...retentionTick(setup.config),
+      webhookTick(setup),
+      webhookRetentionTick(setup.config),
+    ];
   }
   const ticks = createTicks(setup);
   const intervalMs = setup.config.tickIntervalMs;
@@ -84,6 +91,7 @@ export function appTicks(setup: TickSetup): AppTick[] {
     sweepTick(setup.config),
     ...retentionTick(setup.config),
     webhookTick(setup),
+    webhookRetentionTick(setup.config),
   ];
 }
 
@@ -100,7 +108,7 @@ function sweepTick(config: TickSetup['config']): AppTick {
 }
 
 /** Webhook deliveries: a tick of its own, so a slow receiver never holds a push. */
-function webhookTick({ config, box, log, resolve }: TickSetup): AppTick {
+function webhookTick({ config, box, log, send }: TickSetup): AppTick {
   const w = config.webhooks;
   return {
     name: TICKS.webhooks,
@@ -111,15 +119,29 @@ function webhookTick({ config, box, log, resolve }: TickSetup): AppTick {
         owner: run.owner,
         box,
         log,
-        batchSize: 100,
+        concurrency: 32,
         perEndpoint: 4,
+        // Claims for one timeout; a run then lasts at most three, well inside a cron period.
+        windowMs: w.timeoutMs,
+        pollMs: 500,
         timeoutMs: w.timeoutMs,
         maxResponseBytes: w.maxResponseBytes,
         backoff: w.backoff,
         retryForMs: w.retryForMs,
         allowInsecure: w.allowInsecure,
-        ...(resolve ? { resolve } : {}),
+        ...(send ? { send } : {}),
       }),
+  };
+}
+
+/** Webhook retention (WEBHOOK_RETENTION_DAYS): at most 10,000 deliveries and 10,000 events a run. */
+function webhookRetentionTick(config: TickSetup['config']): AppTick {
+  const retentionDays = config.webhooks.retentionDays;
+  return {
+    name: TICKS.webhookRetention,
+    intervalMs: config.tickIntervalMs,
+    run: (db: Parameters<typeof pruneWebhooks>[0]) =>
+      pruneWebhooks(db, { retentionDays, batchSize: 1000, maxBatches: 10 }),
   };
 }
 

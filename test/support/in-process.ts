@@ -56,7 +56,12 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
   const appConfig = honestHealth.loadConfig(env);
   const { log, lines } = capturingLog();
   const instanceId = 'fast-layer';
-  const app = await honestHealth.create(appConfig, { lifecycle: 'process', instanceId, log, embedded: true });
+  const app = await honestHealthProcess.create(appConfig, {
+    lifecycle: 'process',
+    instanceId,
+    log,
+    embedded: true,
+  });
 
   const driver = options.driver ?? openDriver(config, log);
   const databases = createDatabases(driver, {

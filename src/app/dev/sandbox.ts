@@ -15,7 +15,7 @@ import { chooseConnection } from '../connections/choose.js';
 import { saveGrant } from '../connections/grants.js';
 import { buildHonestHealth, honestHealth } from '../module.js';
 import { createOrganization, organizationsNamed } from '../organizations.js';
-import { honestHealthProcess } from '../process-module.js';
+import { honestHealthProcess, processWebhookNet } from '../process-module.js';
 import { authEventIdOf } from '../xero/client.js';
 
 export const DEVELOPMENT_ORGANIZATION = 'Development (Xero sandbox)';
@@ -42,7 +42,7 @@ export const honestHealthWithDevelopmentSandbox: ProcessAppModule<DevelopmentCon
   }),
   async create(config, context) {
     if (!config.developmentSandbox || context.lifecycle !== 'process' || !context.embedded) {
-      return honestHealth.create(config, context);
+      return honestHealthProcess.create(config, context);
     }
     const clientSecret = crypto.randomUUID();
     const sandbox = createXeroSandbox({
@@ -63,7 +63,7 @@ export const honestHealthWithDevelopmentSandbox: ProcessAppModule<DevelopmentCon
       { ...config, xero },
       context,
       inProcessFetch(sandbox.app) as typeof fetch,
-      { announceDevelopmentKey: false },
+      { announceDevelopmentKey: false, webhookNet: processWebhookNet },
     );
     let connected = false;
     // Before the API-key index, so the development key works from the first request.

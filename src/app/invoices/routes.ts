@@ -1,18 +1,17 @@
 import { BodyBudget, Hono, limitBodies, validate } from '@honest-health/platform';
 import { sha256Hex } from '@honest-health/platform/crypto';
-import { coerce, int, maximum, minimum, optional, strictObject, string, uuid, enum as zenum } from 'zod/mini';
+import { optional, strictObject, uuid, enum as zenum } from 'zod/mini';
 import type { AuthEnv } from '../auth.js';
 import { ApiError, errorBody } from '../errors.js';
+import { pageFields, pageOf, readPageQuery } from '../pages.js';
 import { PUSH_STATUSES } from '../schema.js';
 import { type BlockedState, type ControlOutcome, cancelPush, retryPush } from './control.js';
 import { fieldErrors, idempotencyKey, invoiceInput } from './input.js';
 import { PendingInvoiceQuota, utf8Length } from './quota.js';
 import { createPush, findPush, findPushByKey, isChosenTenant, listPushes } from './store.js';
-import { acceptedView, decodeCursor, encodeCursor, listItemView, pushView } from './view.js';
+import { acceptedView, listItemView, pushView } from './view.js';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
-const DEFAULT_PAGE = 50;
-const MAX_PAGE = 200;
 /** What a full list page stays under, whatever the invoices: 200 items of bounded fields. */
 export const LIST_PAGE_MAX_BYTES = 512 * 1024;
 
@@ -220,36 +219,17 @@ export function invoiceRoutes({
 
   const listQuery = strictObject({
     status: optional(zenum(PUSH_STATUSES, { error: () => `must be one of ${PUSH_STATUSES.join(', ')}` })),
-    cursor: optional(string()),
-    limit: optional(
-      coerce
-        .number({ error: () => `must be an integer from 1 to ${MAX_PAGE}` })
-        .check(int(), minimum(1), maximum(MAX_PAGE)),
-    ),
+    ...pageFields,
   });
 
   routes.get('/', async (c) => {
-    const parsed = validate(listQuery, c.req.query());
-    if (!parsed.success)
-      throw new ApiError(400, 'invalid_query', 'the query is not valid', fieldErrors(parsed.error));
-    const { status, cursor, limit = DEFAULT_PAGE } = parsed.data;
-    const after = cursor === undefined ? undefined : decodeCursor(cursor);
-    if (cursor !== undefined && !after) {
-      throw new ApiError(400, 'invalid_query', 'the query is not valid', [
-        { path: 'cursor', message: 'is not a cursor from this API' },
-      ]);
-    }
+    const { status, after, limit } = readPageQuery(listQuery, c.req.query());
     const organization = c.get('organization');
-    // One extra row tells whether another page exists without a count query.
     const rows = await c.var.withDatabase((db) =>
       listPushes(db, organization.id, { status, after, limit: limit + 1 }),
     );
-    const page = rows.slice(0, limit);
-    const last = page.at(-1);
-    return c.json({
-      data: page.map(listItemView),
-      nextCursor: rows.length > limit && last ? encodeCursor(last) : null,
-    });
+    const { page, nextCursor } = pageOf(rows, limit);
+    return c.json({ data: page.map(listItemView), nextCursor });
   });
 
   routes.all('/', (c) =>

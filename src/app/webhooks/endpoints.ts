@@ -105,26 +105,35 @@ export interface DeliveryLogRow {
   nextAttemptAt: Date | null;
   deliveredAt: Date | null;
   createdAt: Date;
+  /** created_at as Postgres's text, to the microsecond: the keyset cursor (a Date would round it). */
+  cursorAt: string;
 }
 
-/** The endpoint's latest deliveries, newest first; undefined when there is no such endpoint. */
+/**
+ * A page of the endpoint's deliveries, newest first, after the cursor `(at, id)` when given (keyset, on
+ * webhook_deliveries_endpoint_log_idx); undefined when there is no such endpoint.
+ */
 export async function listDeliveries(
   db: Database,
   organizationId: string,
   endpointId: string,
-  limit: number,
+  page: { limit: number; after?: { at: string; id: string } | undefined },
 ): Promise<DeliveryLogRow[] | undefined> {
+  const after = page.after
+    ? sql`AND (d.created_at, d.id) < (${page.after.at}::timestamptz, ${page.after.id}::uuid)`
+    : sql``;
   const rows = rowsOf<DeliveryLogRow & { found: boolean }>(
     await db.execute(sql`
       SELECT w.id IS NOT NULL AS found, d.id, d.event_id AS "eventId", e.type, d.status, d.attempts,
              d.last_status AS "lastStatus", d.last_error AS "lastError",
              CASE WHEN d.status IN ('pending', 'failed') THEN d.next_attempt_at END AS "nextAttemptAt",
-             d.delivered_at AS "deliveredAt", d.created_at AS "createdAt"
+             d.delivered_at AS "deliveredAt", d.created_at AS "createdAt", d.created_at::text AS "cursorAt"
       FROM (SELECT 1) one
       LEFT JOIN webhook_endpoints w ON w.organization_id = ${organizationId} AND w.id = ${endpointId}
-      LEFT JOIN LATERAL (SELECT * FROM webhook_deliveries d WHERE d.endpoint_id = w.id
-                         ORDER BY d.created_at DESC, d.id DESC LIMIT ${limit}) d ON true
-      LEFT JOIN webhook_events e ON e.id = d.event_id`),
+      LEFT JOIN LATERAL (SELECT * FROM webhook_deliveries d WHERE d.endpoint_id = w.id ${after}
+                         ORDER BY d.created_at DESC, d.id DESC LIMIT ${page.limit}) d ON true
+      LEFT JOIN webhook_events e ON e.id = d.event_id
+      ORDER BY d.created_at DESC, d.id DESC`),
   );
   if (!rows[0]?.found) return undefined;
   return rows.filter((r) => r.id !== null).map(({ found: _found, ...r }) => r);

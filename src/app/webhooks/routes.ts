@@ -1,9 +1,10 @@
 import { Hono, validate } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
-import { uuid } from 'zod/mini';
+import { strictObject, uuid } from 'zod/mini';
 import type { AuthEnv } from '../auth.js';
 import type { WebhookConfig } from '../config.js';
 import { ApiError, errorBody } from '../errors.js';
+import { pageFields, pageOf, readPageQuery } from '../pages.js';
 import {
   createEndpoint,
   deleteEndpoint,
@@ -25,6 +26,7 @@ export interface WebhookRoutesDeps {
 }
 
 const MAX_BODY = 16 * 1024;
+const logQuery = strictObject(pageFields);
 
 async function readObject(req: { header(name: string): string | undefined; text(): Promise<string> }) {
   if (!/^application\/json\s*(;|$)/i.test(req.header('content-type') ?? '')) {
@@ -113,12 +115,17 @@ export function webhookRoutes({ box, config, resolve, deliveryTick }: WebhookRou
     return c.json(row);
   });
 
+  // Keyset pages, as GET /api/invoices: `nextCursor` until the last page, where it is null.
   routes.get('/:id/deliveries', async (c) => {
     const id = endpointId(c.req.param('id'));
+    const { after, limit } = readPageQuery(logQuery, c.req.query());
     const org = c.get('organization');
-    const rows = await c.var.withDatabase((db) => listDeliveries(db, org.id, id, 100));
+    const rows = await c.var.withDatabase((db) =>
+      listDeliveries(db, org.id, id, { limit: limit + 1, after }),
+    );
     if (!rows) throw notFound();
-    return c.json({ data: rows });
+    const { page, nextCursor } = pageOf(rows, limit);
+    return c.json({ data: page.map(({ cursorAt: _cursorAt, ...row }) => row), nextCursor });
   });
 
   routes.post('/:id/deliveries/:deliveryId/resend', async (c) => {
