@@ -1,12 +1,15 @@
-// The operator's commands as subprocesses, the way `npm run org:create` and `npm run db:migrate` run
-// them (tsx on tools/*.ts): usage errors, org:list, duplicate names, the refusal to migrate the
-// embedded database by accident, and the lock that keeps a second process off the embedded database
-// a running server holds.
+// The operator's commands as subprocesses: usage errors, org:list, duplicate names, the refusal to
+// migrate the embedded database by accident, and the lock that keeps a second process off the
+// embedded database a running server holds. Most runs spawn the commands bundled once by the
+// platform's build (what `npm run build` does to the server): the same sources, without tsx compiling
+// the app's module graph again at every start. Runs marked `tsx` go the way `npm run org:create` and
+// `npm run db:migrate` do (tsx on tools/*.ts), so each command's path through tsx is still covered.
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createLogger, loadConfig } from '@honest-health/platform';
+import { buildNodeApp } from '@honest-health/platform/build';
 import { createSecretBox, generateKeyBase64 } from '@honest-health/platform/crypto';
 import { type Migration, migrate, recordRelease, releaseOf } from '@honest-health/platform/db';
 import pg from 'pg';
@@ -15,6 +18,7 @@ import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { freshDatabase } from './support/databases.js';
 import { waitForKey } from './support/orgs.js';
+import { seedPgliteDir } from './support/pglite-template.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { repoRoot, spawnServer } from './support/server.js';
 
@@ -27,8 +31,18 @@ const tempDir = () => {
   dirs.push(dir);
   return dir;
 };
+// Inside the repository, so the bundles' external packages resolve from its node_modules.
+const bundleDir = mkdtempSync(join(repoRoot, 'node_modules/.cache-cli-test-'));
+beforeAll(async () => {
+  await buildNodeApp({
+    root: repoRoot,
+    entryPoints: { org: 'tools/org.ts', migrate: 'tools/migrate.ts', tokens: 'tools/tokens.ts' },
+    outdir: bundleDir,
+  });
+});
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  rmSync(bundleDir, { recursive: true, force: true });
 });
 
 interface Run {
@@ -40,14 +54,20 @@ interface Run {
 function cli(
   tool: 'org' | 'migrate' | 'tokens',
   args: string[],
-  options: { cwd?: string; env?: Record<string, string> } = {},
+  options: { cwd?: string; env?: Record<string, string>; tsx?: boolean } = {},
 ) {
+  const [file, argv] = options.tsx
+    ? [
+        tsx,
+        // The repository's tsconfig from any cwd: its paths resolve the platform to its sources, not
+        // the dist/ an install of the package gets.
+        ['--tsconfig', resolve(repoRoot, 'tsconfig.json'), resolve(repoRoot, `tools/${tool}.ts`)],
+      ]
+    : [process.execPath, [join(bundleDir, `${tool}.js`)]];
   return new Promise<Run>((done) => {
     execFile(
-      tsx,
-      // The repository's tsconfig from any cwd: its paths resolve the platform to its sources, not the
-      // dist/ an install of the package gets.
-      ['--tsconfig', resolve(repoRoot, 'tsconfig.json'), resolve(repoRoot, `tools/${tool}.ts`), ...args],
+      file,
+      [...argv, ...args],
       { cwd: options.cwd ?? tempDir(), env: { PATH: process.env.PATH, ...options.env }, timeout: 60_000 },
       (err, stdout, stderr) =>
         done({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr }),
@@ -83,7 +103,8 @@ describe('usage errors', () => {
     [[], /no command/],
   ])('org %j: one line, exit 2, no database touched', async (args, pattern) => {
     const cwd = tempDir();
-    const run = await cli('org', args, { cwd });
+    // The bare command through tsx, as `npm run` starts it.
+    const run = await cli('org', args, { cwd, tsx: args.length === 0 });
     expect(run.code).toBe(2);
     expectOneLine(run, pattern);
     expect(run.stderr).toMatch(/usage: /);
@@ -93,7 +114,7 @@ describe('usage errors', () => {
 
   it('db:migrate refuses the embedded database unless --local says so, and unknown options', async () => {
     const cwd = tempDir();
-    const refused = await cli('migrate', [], { cwd });
+    const refused = await cli('migrate', [], { cwd, tsx: true });
     expect(refused.code).toBe(2);
     expectOneLine(
       refused,
@@ -121,7 +142,7 @@ describe('usage errors', () => {
     [['frob'], /unknown command "frob"/],
   ])('tokens %j: one line, exit 2, no database touched', async (args, pattern) => {
     const cwd = tempDir();
-    const run = await cli('tokens', args, { cwd });
+    const run = await cli('tokens', args, { cwd, tsx: args[0] === 'frob' });
     expect(run.code).toBe(2);
     expectOneLine(run, pattern);
     expect(readdirSync(cwd)).toEqual([]);
@@ -141,7 +162,7 @@ describe('on Postgres', () => {
 
   it('creates, refuses a duplicate name, lists and removes', async () => {
     const env = { DATABASE_URL: url };
-    const created = await cli('org', ['create', '--name', 'Acme Ltd'], { env });
+    const created = await cli('org', ['create', '--name', 'Acme Ltd'], { env, tsx: true });
     expect(created.code, created.stderr).toBe(0);
     const acme = JSON.parse(created.stdout) as { id: string; name: string; apiKey: string };
     expect(acme.name).toBe('Acme Ltd');
@@ -232,7 +253,7 @@ describe('on Postgres', () => {
 
   it('db:migrate migrates the named database and refuses --local with it', async () => {
     const fresh = await freshDatabase(cluster);
-    const run = await cli('migrate', [], { env: { DATABASE_URL: fresh } });
+    const run = await cli('migrate', [], { env: { DATABASE_URL: fresh }, tsx: true });
     expect(run.code, run.stderr).toBe(0);
     // Log lines first (the migration steps), the result last.
     const result = JSON.parse(run.stdout.trimEnd().split('\n').at(-1) ?? '') as { applied: string[] };
@@ -298,6 +319,9 @@ describe('on Postgres', () => {
 describe('on the embedded database', () => {
   it('keeps every other process off the data directory a running server holds', async () => {
     const cwd = tempDir();
+    // An initdb'd data directory, so the server's boot is the app's and not PGlite's initdb
+    // (first-run.test.ts boots on nothing at all).
+    await seedPgliteDir(join(cwd, '.data/pglite'));
     const server = await spawnServer({ cwd, env: { REGISTRY_REFRESH_MS: '200' } });
     let organizations: { apiKey: string }[] = [];
     try {
