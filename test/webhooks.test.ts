@@ -24,7 +24,8 @@ import { createEndpoint } from '../src/app/webhooks/endpoints.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type InProcessApp, startInProcess } from './support/in-process.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import {
   captureLog,
   connectedOrganization,
@@ -71,7 +72,7 @@ async function receiver(port = 0, status = 204) {
 }
 
 beforeAll(async () => {
-  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   box = await testBox();
   url = await freshDatabase(cluster);
   handle = await openDatabase(url, log);
