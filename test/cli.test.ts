@@ -1,15 +1,13 @@
 // The operator's commands as subprocesses: usage errors, org:list, duplicate names, the refusal to
 // migrate the embedded database by accident, and the lock that keeps a second process off the
-// embedded database a running server holds. Most runs spawn the commands bundled once by the
-// platform's build (what `npm run build` does to the server): the same sources, without tsx compiling
-// the app's module graph again at every start. Runs marked `tsx` go the way `npm run org:create` and
-// `npm run db:migrate` do (tsx on tools/*.ts), so each command's path through tsx is still covered.
+// embedded database a running server holds. Most runs spawn the commands bundled once
+// (support/tools-bundle.ts); runs marked `tsx` go the way `npm run org:create` and `npm run db:migrate`
+// do (tsx on tools/*.ts), so each command's path through tsx is still covered.
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createLogger, loadConfig } from '@honest-health/platform';
-import { buildNodeApp } from '@honest-health/platform/build';
 import { createSecretBox, generateKeyBase64 } from '@honest-health/platform/crypto';
 import { type Migration, migrate, recordRelease, releaseOf } from '@honest-health/platform/db';
 import pg from 'pg';
@@ -19,8 +17,10 @@ import { migrations } from '../src/app/migrations.gen.js';
 import { freshDatabase } from './support/databases.js';
 import { waitForKey } from './support/orgs.js';
 import { seedPgliteDir } from './support/pglite-template.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { repoRoot, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
+import { bundleTools, runFile, type ToolRun, type ToolsBundle } from './support/tools-bundle.js';
 
 // The embedded database's lock, by the name the app's identity gives it and earlier releases used.
 const LOCK_FILE = 'honest-health.lock';
@@ -31,52 +31,30 @@ const tempDir = () => {
   dirs.push(dir);
   return dir;
 };
-// Inside the repository, so the bundles' external packages resolve from its node_modules.
-const bundleDir = mkdtempSync(join(repoRoot, 'node_modules/.cache-cli-test-'));
+let tools: ToolsBundle;
 beforeAll(async () => {
-  await buildNodeApp({
-    root: repoRoot,
-    entryPoints: { org: 'tools/org.ts', migrate: 'tools/migrate.ts', tokens: 'tools/tokens.ts' },
-    outdir: bundleDir,
-  });
+  tools = await bundleTools();
 });
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-  rmSync(bundleDir, { recursive: true, force: true });
+  tools?.remove();
 });
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 function cli(
   tool: 'org' | 'migrate' | 'tokens',
   args: string[],
   options: { cwd?: string; env?: Record<string, string>; tsx?: boolean } = {},
 ) {
-  const [file, argv] = options.tsx
-    ? [
-        tsx,
-        // The repository's tsconfig from any cwd: its paths resolve the platform to its sources, not
-        // the dist/ an install of the package gets.
-        ['--tsconfig', resolve(repoRoot, 'tsconfig.json'), resolve(repoRoot, `tools/${tool}.ts`)],
-      ]
-    : [process.execPath, [join(bundleDir, `${tool}.js`)]];
-  return new Promise<Run>((done) => {
-    execFile(
-      file,
-      [...argv, ...args],
-      { cwd: options.cwd ?? tempDir(), env: { PATH: process.env.PATH, ...options.env }, timeout: 60_000 },
-      (err, stdout, stderr) =>
-        done({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr }),
-    );
-  });
+  const run = { cwd: options.cwd ?? tempDir(), env: options.env };
+  if (!options.tsx) return tools.run(tool, args, run);
+  // The repository's tsconfig from any cwd: its paths resolve the platform to its sources, not the
+  // dist/ an install of the package gets.
+  const script = resolve(repoRoot, `tools/${tool}.ts`);
+  return runFile(tsx, ['--tsconfig', resolve(repoRoot, 'tsconfig.json'), script, ...args], run);
 }
 
 /** One line on stderr, no stack trace. */
-function expectOneLine(run: Run, pattern: RegExp) {
+function expectOneLine(run: ToolRun, pattern: RegExp) {
   const lines = run.stderr.trimEnd().split('\n');
   expect(lines, run.stderr).toHaveLength(1);
   expect(lines[0]).toMatch(pattern);
@@ -153,7 +131,7 @@ describe('on Postgres', () => {
   let cluster: Cluster;
   let url: string;
   beforeAll(async () => {
-    cluster = await startCluster();
+    cluster = sharedCluster();
     url = await freshDatabase(cluster);
   });
   afterAll(async () => {
