@@ -1,9 +1,8 @@
 // API keys as rows (src/app/api-keys.ts, api-key-index.ts, migration 0012): rotation across two
 // replicas, the operator's org:key:* commands, and a database from before keeps its keys.
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createLogger, loadConfig } from '@honest-health/platform';
 import { DatabaseHandle, migrate } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
@@ -15,25 +14,20 @@ import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody, waitForKey } from './support/orgs.js';
-import { type Cluster, startCluster } from './support/postgres.js';
-import { repoRoot, type ServerProcess, spawnServer } from './support/server.js';
+import type { Cluster } from './support/postgres.js';
+import { type ServerProcess, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
+import { bundleTools, type ToolsBundle } from './support/tools-bundle.js';
 
-const tsx = resolve(repoRoot, 'node_modules/.bin/tsx');
 const REFRESH_MS = 500;
 const dirs: string[] = [];
 
+// The org command, bundled once (cli.test.ts covers it through tsx, as `npm run` starts it).
+let tools: ToolsBundle;
 function org(args: string[], env: Record<string, string>) {
   const cwd = mkdtempSync(join(tmpdir(), 'keys-'));
   dirs.push(cwd);
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((done) => {
-    execFile(
-      tsx,
-      ['--tsconfig', resolve(repoRoot, 'tsconfig.json'), resolve(repoRoot, 'tools/org.ts'), ...args],
-      { cwd, env: { PATH: process.env.PATH, ...env }, timeout: 60_000 },
-      (err, stdout, stderr) =>
-        done({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr }),
-    );
-  });
+  return tools.run('org', args, { cwd, env });
 }
 
 const bearer = (key: string) => ({ authorization: `Bearer ${key}` });
@@ -66,10 +60,12 @@ async function dataOf(client: pg.Client, organizationId: string): Promise<string
 
 let cluster: Cluster;
 beforeAll(async () => {
-  cluster = await startCluster();
+  cluster = sharedCluster();
+  tools = await bundleTools();
 });
 afterAll(async () => {
   try {
+    tools?.remove();
     await cluster?.remove();
   } finally {
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });

@@ -8,15 +8,16 @@ import { freshDatabase } from './support/databases.js';
 import { startFaultProxy } from './support/fault-proxy.js';
 import { expectFirstStartStoppedBySigint } from './support/first-start-signal.js';
 import { freePort } from './support/ports.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { type LogLine, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 
 // Keep in step with packages/platform/src/db/migrate.ts: the test holds the same lock to stall a migration.
 const MIGRATION_LOCK_KEY = '4875233190112093';
 
 let cluster: Cluster;
 beforeAll(async () => {
-  cluster = await startCluster();
+  cluster = sharedCluster();
 });
 afterAll(async () => {
   await cluster?.remove();

@@ -14,14 +14,15 @@ import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { claimPushes } from '../src/app/push/claim.js';
 import { rowsOf } from '../src/app/push/rows.js';
 import { freshDatabase } from './support/databases.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import { captureLog, queueBacklog } from './support/ticks.js';
 
 let cluster: Cluster;
 const { log } = captureLog();
 
 beforeAll(async () => {
-  cluster = await startCluster();
+  cluster = sharedCluster();
 });
 afterAll(async () => {
   await cluster?.remove();

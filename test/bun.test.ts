@@ -9,9 +9,10 @@ import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { expectFirstStartStoppedBySigint } from './support/first-start-signal.js';
 import { startHeartbeatSink } from './support/heartbeat-sink.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { startSentrySink } from './support/sentry-sink.js';
 import { repoRoot, type ServerProcess, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import { sandboxEnv } from './support/ticks.js';
 import { until } from './support/until.js';
 
@@ -20,7 +21,7 @@ const entry = resolve(repoRoot, 'src/runtime/bun.ts');
 
 let cluster: Cluster;
 beforeAll(async () => {
-  cluster = await startCluster();
+  cluster = sharedCluster();
 });
 afterAll(async () => {
   await cluster?.remove();

@@ -1,7 +1,8 @@
-// The operator's commands as subprocesses, the way `npm run org:create` and `npm run db:migrate` run
-// them (tsx on tools/*.ts): usage errors, org:list, duplicate names, the refusal to migrate the
-// embedded database by accident, and the lock that keeps a second process off the embedded database
-// a running server holds.
+// The operator's commands as subprocesses: usage errors, org:list, duplicate names, the refusal to
+// migrate the embedded database by accident, and the lock that keeps a second process off the
+// embedded database a running server holds. Most runs spawn the commands bundled once
+// (support/tools-bundle.ts); runs marked `tsx` go the way `npm run org:create` and `npm run db:migrate`
+// do (tsx on tools/*.ts), so each command's path through tsx is still covered.
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,8 +16,11 @@ import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { freshDatabase } from './support/databases.js';
 import { waitForKey } from './support/orgs.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import { seedPgliteDir } from './support/pglite-template.js';
+import type { Cluster } from './support/postgres.js';
 import { repoRoot, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
+import { bundleTools, runFile, type ToolRun, type ToolsBundle } from './support/tools-bundle.js';
 
 // The embedded database's lock, by the name the app's identity gives it and earlier releases used.
 const LOCK_FILE = 'honest-health.lock';
@@ -27,36 +31,30 @@ const tempDir = () => {
   dirs.push(dir);
   return dir;
 };
+let tools: ToolsBundle;
+beforeAll(async () => {
+  tools = await bundleTools();
+});
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  tools?.remove();
 });
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 function cli(
   tool: 'org' | 'migrate' | 'tokens',
   args: string[],
-  options: { cwd?: string; env?: Record<string, string> } = {},
+  options: { cwd?: string; env?: Record<string, string>; tsx?: boolean } = {},
 ) {
-  return new Promise<Run>((done) => {
-    execFile(
-      tsx,
-      // The repository's tsconfig from any cwd: its paths resolve the platform to its sources, not the
-      // dist/ an install of the package gets.
-      ['--tsconfig', resolve(repoRoot, 'tsconfig.json'), resolve(repoRoot, `tools/${tool}.ts`), ...args],
-      { cwd: options.cwd ?? tempDir(), env: { PATH: process.env.PATH, ...options.env }, timeout: 60_000 },
-      (err, stdout, stderr) =>
-        done({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr }),
-    );
-  });
+  const run = { cwd: options.cwd ?? tempDir(), env: options.env };
+  if (!options.tsx) return tools.run(tool, args, run);
+  // The repository's tsconfig from any cwd: its paths resolve the platform to its sources, not the
+  // dist/ an install of the package gets.
+  const script = resolve(repoRoot, `tools/${tool}.ts`);
+  return runFile(tsx, ['--tsconfig', resolve(repoRoot, 'tsconfig.json'), script, ...args], run);
 }
 
 /** One line on stderr, no stack trace. */
-function expectOneLine(run: Run, pattern: RegExp) {
+function expectOneLine(run: ToolRun, pattern: RegExp) {
   const lines = run.stderr.trimEnd().split('\n');
   expect(lines, run.stderr).toHaveLength(1);
   expect(lines[0]).toMatch(pattern);
@@ -83,7 +81,8 @@ describe('usage errors', () => {
     [[], /no command/],
   ])('org %j: one line, exit 2, no database touched', async (args, pattern) => {
     const cwd = tempDir();
-    const run = await cli('org', args, { cwd });
+    // The bare command through tsx, as `npm run` starts it.
+    const run = await cli('org', args, { cwd, tsx: args.length === 0 });
     expect(run.code).toBe(2);
     expectOneLine(run, pattern);
     expect(run.stderr).toMatch(/usage: /);
@@ -93,7 +92,7 @@ describe('usage errors', () => {
 
   it('db:migrate refuses the embedded database unless --local says so, and unknown options', async () => {
     const cwd = tempDir();
-    const refused = await cli('migrate', [], { cwd });
+    const refused = await cli('migrate', [], { cwd, tsx: true });
     expect(refused.code).toBe(2);
     expectOneLine(
       refused,
@@ -121,7 +120,7 @@ describe('usage errors', () => {
     [['frob'], /unknown command "frob"/],
   ])('tokens %j: one line, exit 2, no database touched', async (args, pattern) => {
     const cwd = tempDir();
-    const run = await cli('tokens', args, { cwd });
+    const run = await cli('tokens', args, { cwd, tsx: args[0] === 'frob' });
     expect(run.code).toBe(2);
     expectOneLine(run, pattern);
     expect(readdirSync(cwd)).toEqual([]);
@@ -132,7 +131,7 @@ describe('on Postgres', () => {
   let cluster: Cluster;
   let url: string;
   beforeAll(async () => {
-    cluster = await startCluster();
+    cluster = sharedCluster();
     url = await freshDatabase(cluster);
   });
   afterAll(async () => {
@@ -141,7 +140,7 @@ describe('on Postgres', () => {
 
   it('creates, refuses a duplicate name, lists and removes', async () => {
     const env = { DATABASE_URL: url };
-    const created = await cli('org', ['create', '--name', 'Acme Ltd'], { env });
+    const created = await cli('org', ['create', '--name', 'Acme Ltd'], { env, tsx: true });
     expect(created.code, created.stderr).toBe(0);
     const acme = JSON.parse(created.stdout) as { id: string; name: string; apiKey: string };
     expect(acme.name).toBe('Acme Ltd');
@@ -232,7 +231,7 @@ describe('on Postgres', () => {
 
   it('db:migrate migrates the named database and refuses --local with it', async () => {
     const fresh = await freshDatabase(cluster);
-    const run = await cli('migrate', [], { env: { DATABASE_URL: fresh } });
+    const run = await cli('migrate', [], { env: { DATABASE_URL: fresh }, tsx: true });
     expect(run.code, run.stderr).toBe(0);
     // Log lines first (the migration steps), the result last.
     const result = JSON.parse(run.stdout.trimEnd().split('\n').at(-1) ?? '') as { applied: string[] };
@@ -298,6 +297,9 @@ describe('on Postgres', () => {
 describe('on the embedded database', () => {
   it('keeps every other process off the data directory a running server holds', async () => {
     const cwd = tempDir();
+    // An initdb'd data directory, so the server's boot is the app's and not PGlite's initdb
+    // (first-run.test.ts boots on nothing at all).
+    await seedPgliteDir(join(cwd, '.data/pglite'));
     const server = await spawnServer({ cwd, env: { API_KEY_REFRESH_MS: '200' } });
     let organizations: { apiKey: string }[] = [];
     try {

@@ -34,7 +34,7 @@ describe.skipIf(!hasChromium)(`the connect pages in Chromium (${CHROMIUM_HINT})`
       port,
       env: {
         DATABASE_URL: url,
-        REGISTRY_REFRESH_MS: '100',
+        API_KEY_REFRESH_MS: '100',
         TICK_INTERVAL_MS: '60000',
         ...sandboxEnv(sandbox),
         XERO_AUTHORIZE_URL: `${sandbox.url}/identity/connect/authorize`,

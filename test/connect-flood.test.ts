@@ -5,8 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { floodConnect } from './support/connect-flood.js';
 import { freshDatabase } from './support/databases.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import { type Sandbox, sandboxEnv } from './support/ticks.js';
 
 let cluster: Cluster;
@@ -28,7 +29,7 @@ const env = (extra: Record<string, string> = {}) => ({
 });
 
 beforeAll(async () => {
-  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   url = await freshDatabase(cluster);
   direct = await spawnServer({ env: env() });
   await direct.waitForReady();

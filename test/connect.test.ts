@@ -6,8 +6,9 @@ import { Browser } from './support/browser.js';
 import { freshDatabase } from './support/databases.js';
 import { createOrg, invoiceBody, waitForKey } from './support/orgs.js';
 import { freePort } from './support/ports.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import { type Sandbox, sandboxEnv } from './support/ticks.js';
 import { until } from './support/until.js';
 
@@ -17,7 +18,7 @@ let server: ServerProcess;
 let url: string;
 
 beforeAll(async () => {
-  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   url = await freshDatabase(cluster);
   const port = await freePort();
   server = await spawnServer({

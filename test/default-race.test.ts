@@ -15,7 +15,8 @@ import { createPush } from '../src/app/invoices/store.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import {
   captureLog,
   connectedGrant,
@@ -32,7 +33,7 @@ let handle: DatabaseHandle;
 let box: SecretBox;
 
 beforeAll(async () => {
-  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   url = await freshDatabase(cluster);
   handle = await openDatabase(url, captureLog().log);
   box = await testBox();

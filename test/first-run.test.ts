@@ -9,8 +9,9 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { type LogLine, type ServerProcess, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 
 const dirs: string[] = [];
 const freshDir = () => {
@@ -102,7 +103,7 @@ describe('npm start with nothing configured', () => {
 describe('with DATABASE_URL set', () => {
   let cluster: Cluster;
   beforeAll(async () => {
-    cluster = await startCluster();
+    cluster = sharedCluster();
   });
   afterAll(async () => {
     await cluster?.remove();

@@ -12,8 +12,9 @@ import { detachSettledPushes } from '../src/app/push/detach-settled.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { currentXid, rowsWrittenSince, seedHistory } from './support/history.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import {
   captureLog,
   connectedGrant,
@@ -39,7 +40,7 @@ let connectionId: string;
 let tenantId: string;
 
 beforeAll(async () => {
-  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   url = await freshDatabase(cluster);
   handle = await openDatabase(url, captureLog().log);
   box = await testBox();

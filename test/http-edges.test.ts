@@ -5,9 +5,10 @@ import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from './support/databases.js';
 import { createOrg, waitForKey } from './support/orgs.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { rawRequest, slowUpload } from './support/raw-http.js';
 import { repoRoot, type ServerProcess, type SpawnOptions, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 
 const bun = resolve(repoRoot, 'node_modules/.bin/bun');
 const runtimes: Record<'node' | 'bun', SpawnOptions> = {
@@ -19,7 +20,7 @@ let cluster: Cluster;
 const servers: Partial<Record<keyof typeof runtimes, ServerProcess>> = {};
 const apiKeys: Partial<Record<keyof typeof runtimes, string>> = {};
 beforeAll(async () => {
-  cluster = await startCluster();
+  cluster = sharedCluster();
   await Promise.all(
     (Object.keys(runtimes) as (keyof typeof runtimes)[]).map(async (name) => {
       const url = await freshDatabase(cluster);

@@ -8,16 +8,17 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from './support/databases.js';
 import { createOrg, waitForKey } from './support/orgs.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { idleSocket, rawRequest } from './support/raw-http.js';
 import { repoRoot, type ServerProcess, serverEntry, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 
 const bun = resolve(repoRoot, 'node_modules/.bin/bun');
 const bunEntry = resolve(repoRoot, 'src/runtime/bun.ts');
 
 let cluster: Cluster;
 beforeAll(async () => {
-  cluster = await startCluster();
+  cluster = sharedCluster();
 });
 afterAll(async () => {
   await cluster?.remove();

@@ -4,8 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasControlCharacter } from '../src/app/invoices/input.js';
 import { freshDatabase } from './support/databases.js';
 import { createOrg, invoiceBody, waitForKey } from './support/orgs.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 
 let cluster: Cluster;
 let url: string;
@@ -15,7 +16,7 @@ let keyB: string;
 let db: pg.Pool;
 
 beforeAll(async () => {
-  cluster = await startCluster();
+  cluster = sharedCluster();
   url = await freshDatabase(cluster);
   server = await spawnServer({ env: { DATABASE_URL: url, API_KEY_REFRESH_MS: '100' } });
   await server.waitForReady();

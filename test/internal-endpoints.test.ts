@@ -7,8 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from './support/databases.js';
 import { createOrg } from './support/orgs.js';
 import { freePort } from './support/ports.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { repoRoot, type SpawnOptions, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 
 const bun = resolve(repoRoot, 'node_modules/.bin/bun');
 const runtimes: Record<'node' | 'bun', SpawnOptions> = {
@@ -18,7 +19,7 @@ const runtimes: Record<'node' | 'bun', SpawnOptions> = {
 
 let cluster: Cluster;
 beforeAll(async () => {
-  cluster = await startCluster();
+  cluster = sharedCluster();
 });
 afterAll(async () => {
   await cluster?.remove();

@@ -12,9 +12,10 @@ import {
 import { createOrganization } from '../src/app/organizations.js';
 import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { freshDatabase } from './support/databases.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { parsePrometheus, sample } from './support/prometheus.js';
 import { TEST_TOKEN_KEY } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import { captureLog, openDatabase, queuePush } from './support/ticks.js';
 
 // The Worker bundle in workerd: request ids on every answer (its own early ones included), and a
@@ -32,7 +33,7 @@ let mf: Miniflare | undefined;
 beforeAll(async () => {
   outdir = mkdtempSync(join(tmpdir(), 'worker-metrics-'));
   bundle = buildWorkerBundle(outdir);
-  cluster = await startCluster();
+  cluster = sharedCluster();
   proxy = await startNeonProxy({ upstream: cluster.url() });
 }, 180_000);
 afterAll(async () => {

@@ -3,9 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { createOrg, waitForKey } from './support/orgs.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { type SentrySink, startSentrySink } from './support/sentry-sink.js';
 import { spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import type { Sandbox } from './support/ticks.js';
 import { sandboxEnv } from './support/ticks.js';
 import { until } from './support/until.js';
@@ -15,7 +16,7 @@ let sandbox: Sandbox;
 let sentry: SentrySink;
 beforeAll(async () => {
   [cluster, sandbox, sentry] = await Promise.all([
-    startCluster(),
+    sharedCluster(),
     startXeroSandbox({ port: 0 }),
     startSentrySink(),
   ]);

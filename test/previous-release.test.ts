@@ -12,8 +12,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody, waitForKey } from './support/orgs.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { repoRoot, type ServerProcess, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import { connectedOrganization, openDatabase, type Sandbox, sandboxEnv, testBox } from './support/ticks.js';
 import { until } from './support/until.js';
 
@@ -52,7 +53,7 @@ beforeAll(async () => {
   await run('git', ['worktree', 'add', '--detach', checkout, PREVIOUS_RELEASE], { cwd: repoRoot });
   linkNodeModules(checkout);
   await run(process.execPath, ['tools/build.mjs'], { cwd: checkout });
-  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
 });
 
 afterAll(async () => {

@@ -17,7 +17,8 @@ import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type InProcessApp, startInProcess } from './support/in-process.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import {
   captureLog,
   connectedOrganization,
@@ -39,7 +40,7 @@ let app: InProcessApp;
 const { log } = captureLog();
 
 beforeAll(async () => {
-  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   box = await testBox();
   url = await freshDatabase(cluster);
   handle = await openDatabase(url, log);

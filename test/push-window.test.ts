@@ -15,7 +15,8 @@ import { KEY_RESEND_WITHIN_MS, type PushTickDeps, pushDueInvoices } from '../src
 import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import {
   captureLog,
   connectedOrganization,
@@ -36,7 +37,7 @@ let handle: DatabaseHandle;
 const { log } = captureLog();
 
 beforeAll(async () => {
-  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   box = await testBox();
   url = await freshDatabase(cluster);
   handle = await openDatabase(url, log);

@@ -13,8 +13,9 @@ import { saveGrant } from '../src/app/connections/grants.js';
 import { createOrganization, removeOrganization } from '../src/app/organizations.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import { captureLog, openDatabase, testBox } from './support/ticks.js';
 
 let cluster: Cluster;
@@ -23,7 +24,7 @@ let handle: DatabaseHandle;
 let box: SecretBox;
 
 beforeAll(async () => {
-  cluster = await startCluster();
+  cluster = sharedCluster();
   url = await freshDatabase(cluster);
   handle = await openDatabase(url, captureLog().log);
   box = await testBox();

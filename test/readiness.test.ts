@@ -12,11 +12,12 @@ import { freshDatabase } from './support/databases.js';
 import { startFaultProxy } from './support/fault-proxy.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import { until } from './support/until.js';
 
 let cluster: Cluster;
 beforeAll(async () => {
-  cluster = await startCluster();
+  cluster = sharedCluster();
 });
 afterAll(async () => {
   await cluster?.remove();

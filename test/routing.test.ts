@@ -23,7 +23,8 @@ import { authEventIdOf, createXeroClient } from '../src/app/xero/client.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import {
   captureLog,
   openDatabase,
@@ -42,7 +43,7 @@ let box: SecretBox;
 const { log, lines } = captureLog();
 
 beforeAll(async () => {
-  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   url = await freshDatabase(cluster);
   handle = await openDatabase(url, log);
   box = await testBox();

@@ -11,10 +11,11 @@ import { freshDatabase } from './support/databases.js';
 import { invoiceBody, waitForKey } from './support/orgs.js';
 import { type OtlpSink, startOtlpSink } from './support/otlp-sink.js';
 import { freePort } from './support/ports.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { literal, type SecretPattern, SUITE_SECRETS, scanForSecrets } from './support/secret-scan.js';
 import { type SentrySink, startSentrySink } from './support/sentry-sink.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import { captureLog, openDatabase, type Sandbox } from './support/ticks.js';
 import { until } from './support/until.js';
 
@@ -32,7 +33,7 @@ let otlp: OtlpSink;
 const xeroSecret = random('xero-secret');
 beforeAll(async () => {
   [cluster, sandbox, sentry, otlp] = await Promise.all([
-    startCluster(),
+    sharedCluster(),
     startXeroSandbox({ port: 0, clientId: 'leak-check-client', clientSecret: xeroSecret }),
     startSentrySink(),
     startOtlpSink(),

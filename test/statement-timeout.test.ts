@@ -4,15 +4,16 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from './support/databases.js';
 import { createOrg, invoiceBody, waitForKey } from './support/orgs.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 
 let cluster: Cluster;
 let url: string;
 let server: ServerProcess;
 
 beforeAll(async () => {
-  cluster = await startCluster();
+  cluster = sharedCluster();
   url = await freshDatabase(cluster);
   server = await spawnServer({
     env: { DATABASE_URL: url, API_KEY_REFRESH_MS: '100', STATEMENT_TIMEOUT_MS: '300' },

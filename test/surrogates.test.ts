@@ -10,8 +10,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiError, refusedInput } from '../src/app/errors.js';
 import { freshDatabase } from './support/databases.js';
 import { createOrg, invoiceBody, waitForKey } from './support/orgs.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { repoRoot, type ServerProcess, type SpawnOptions, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 
 const runtimes: Record<'node' | 'bun', SpawnOptions> = {
   node: {},
@@ -23,7 +24,7 @@ const runtimes: Record<'node' | 'bun', SpawnOptions> = {
 
 let cluster: Cluster;
 beforeAll(async () => {
-  cluster = await startCluster();
+  cluster = sharedCluster();
 });
 afterAll(async () => {
   await cluster?.remove();

@@ -8,10 +8,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase, ownedDatabase } from './support/databases.js';
 import { HEARTBEAT_TEST_KEY, type HeartbeatSink, startHeartbeatSink } from './support/heartbeat-sink.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { parsePrometheus, sample } from './support/prometheus.js';
 import { type SentrySink, startSentrySink } from './support/sentry-sink.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import { captureLog, openDatabase, type Sandbox, sandboxEnv } from './support/ticks.js';
 import { until } from './support/until.js';
 
@@ -31,7 +32,7 @@ const servers: ServerProcess[] = [];
 
 beforeAll(async () => {
   [cluster, sandbox, sentry, heartbeats] = await Promise.all([
-    startCluster(),
+    sharedCluster(),
     startXeroSandbox({ port: 0 }),
     startSentrySink(),
     startHeartbeatSink(),

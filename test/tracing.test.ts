@@ -5,8 +5,9 @@ import { freshDatabase } from './support/databases.js';
 import { createOrg, waitForKey } from './support/orgs.js';
 import { type OtlpSink, type ReceivedSpan, startOtlpSink } from './support/otlp-sink.js';
 import { freePort } from './support/ports.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { repoRoot, spawnServer } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import type { Sandbox } from './support/ticks.js';
 import { sandboxEnv } from './support/ticks.js';
 
@@ -19,7 +20,7 @@ let sandbox: Sandbox;
 let sink: OtlpSink;
 beforeAll(async () => {
   [cluster, sandbox, sink] = await Promise.all([
-    startCluster(),
+    sharedCluster(),
     startXeroSandbox({ port: 0 }),
     startOtlpSink(),
   ]);

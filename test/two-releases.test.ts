@@ -15,8 +15,9 @@ import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase, neonUrl } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { repoRoot, type ServerProcess, spawnServer, TEST_TOKEN_KEY } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import {
   captureLog,
   connectedOrganization,
@@ -38,7 +39,7 @@ const workers: Miniflare[] = [];
 beforeAll(async () => {
   outdir = mkdtempSync(join(tmpdir(), 'two-releases-'));
   buildWorker(outdir);
-  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   proxy = await startNeonProxy({ upstream: cluster.url() });
 }, 180_000);
 afterAll(async () => {

@@ -30,7 +30,8 @@ import type { Sender } from '../src/app/webhooks/send.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type InProcessApp, startInProcess } from './support/in-process.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import {
   captureLog,
   connectedOrganization,
@@ -123,7 +124,7 @@ async function holdingReceiver() {
 const loopback = async () => ['127.0.0.1'];
 
 beforeAll(async () => {
-  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   box = await testBox();
   url = await freshDatabase(cluster);
   handle = await openDatabase(url, log);

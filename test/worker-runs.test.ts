@@ -9,8 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase, neonUrl } from './support/databases.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { TEST_TOKEN_KEY } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import { captureLog, connectedOrganization, openDatabase, type Sandbox, testBox } from './support/ticks.js';
 import { until } from './support/until.js';
 import { workerJsonLines } from './support/worker-log.js';
@@ -65,7 +66,7 @@ async function startSlowXero(target: string): Promise<{ url: string; server: Ser
 beforeAll(async () => {
   outdir = mkdtempSync(join(tmpdir(), 'worker-runs-'));
   buildWorker(outdir);
-  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   proxy = await startNeonProxy({ upstream: cluster.url() });
   slowXero = await startSlowXero(sandbox.url);
 }, 180_000);

@@ -6,9 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { neonUrl, ownedDatabase } from './support/databases.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { type SentrySink, startSentrySink } from './support/sentry-sink.js';
 import { TEST_TOKEN_KEY } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import { captureLog, openDatabase, type Sandbox, sandboxEnv } from './support/ticks.js';
 import { until } from './support/until.js';
 import { workerJsonLines } from './support/worker-log.js';
@@ -28,7 +29,7 @@ beforeAll(async () => {
   // wrangler.toml's settings, with this entry instead of its main.
   buildWorker(outdir, [ENTRY]);
   [cluster, sandbox, sentry] = await Promise.all([
-    startCluster(),
+    sharedCluster(),
     startXeroSandbox({ port: 0 }),
     startSentrySink(),
   ]);

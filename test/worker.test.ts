@@ -17,9 +17,10 @@ import { freshDatabase, neonUrl, ownedDatabase } from './support/databases.js';
 import { startHeartbeatSink } from './support/heartbeat-sink.js';
 import { pushStatus, terminateWaitingClaim } from './support/poisoned-claim.js';
 import { freePort } from './support/ports.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { startSentrySink } from './support/sentry-sink.js';
 import { type ServerProcess, spawnServer, TEST_TOKEN_KEY } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import {
   captureLog,
   connectedOrganization,
@@ -49,7 +50,7 @@ beforeAll(async () => {
   buildWorker(outdir);
   // The errors Tail Worker, as `npm run deploy:workers:errors` builds it.
   buildWorker(join(outdir, 'errors'), ['-c', 'wrangler.errors.toml']);
-  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   proxy = await startNeonProxy({ upstream: cluster.url() });
 }, 180_000);
 afterAll(async () => {

@@ -18,8 +18,9 @@ import { createXeroClient } from '../src/app/xero/client.js';
 import { type NeonProxy, startNeonProxy } from '../tools/neon-proxy/server.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer, TEST_TOKEN_KEY } from './support/server.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import {
   captureLog,
   connectedOrganization,
@@ -53,7 +54,7 @@ const handles: DatabaseHandle[] = [];
 
 beforeAll(async () => {
   [cluster, sandbox] = await Promise.all([
-    startCluster(),
+    sharedCluster(),
     startXeroSandbox({ port: 0, limits: { minuteMs: MINUTE_MS, latencyMs: 20 } }),
   ]);
   neon = await startNeonProxy({ upstream: cluster.url('postgres') });

@@ -15,7 +15,8 @@ import { pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import { captureLog, type Sandbox, testBox, xeroConfigFor } from './support/ticks.js';
 
 let cluster: Cluster;
@@ -23,7 +24,7 @@ let sandbox: Sandbox;
 const { log } = captureLog();
 
 beforeAll(async () => {
-  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
 });
 afterAll(async () => {
   await sandbox?.close();

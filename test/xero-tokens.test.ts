@@ -19,7 +19,8 @@ import { pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
 import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
-import { type Cluster, startCluster } from './support/postgres.js';
+import type { Cluster } from './support/postgres.js';
+import { sharedCluster } from './support/shared-postgres.js';
 import {
   captureLog,
   connectedOrganization,
@@ -39,7 +40,7 @@ const handles: DatabaseHandle[] = [];
 const { log, lines } = captureLog();
 
 beforeAll(async () => {
-  [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
+  [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
 });
 afterAll(async () => {
   for (const h of handles) await h.close();

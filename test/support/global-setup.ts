@@ -2,18 +2,32 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { TestProject } from 'vitest/node';
+import { startCluster } from './postgres.js';
 import { SUITE_SECRETS, scanForSecrets } from './secret-scan.js';
 import { SERVER_LOG_ENV } from './server.js';
+import type { SharedPostgres } from './shared-postgres.js';
 
 // Tests spawn the server the way a user runs it (`node dist/node.js`), so build it once per run.
 // Every spawned server's output is collected in one file, and at the end of the run it must not hold
 // a single secret the tests configured or made: a finding fails the run.
-export default function setup(): () => void {
+// And one Postgres cluster for the files that only need databases (shared-postgres.ts).
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });
+  // Two files at a time, each with servers whose pools hold connections of their own.
+  const cluster = await startCluster({ settings: { max_connections: 500 } });
+  const shared: SharedPostgres = {
+    port: cluster.port,
+    dir: cluster.dir,
+    dataDir: cluster.dataDir,
+    logFile: cluster.logFile,
+  };
+  project.provide('sharedPostgres', shared);
   const dir = mkdtempSync(join(tmpdir(), 'honest-health-test-logs-'));
   const file = join(dir, 'servers.log');
   process.env[SERVER_LOG_ENV] = file;
-  return () => {
+  return async () => {
+    await cluster.remove();
     const text = existsSync(file) ? readFileSync(file, 'utf8') : '';
     rmSync(dir, { recursive: true, force: true });
     const findings = scanForSecrets(text, SUITE_SECRETS);

@@ -70,3 +70,10 @@ export async function freshPgliteDir(): Promise<{ dir: string; remove(): void }>
   cpSync(template, dir, { recursive: true });
   return { dir, remove: () => rmSync(parent, { recursive: true, force: true }) };
 }
+
+/** Fills `dir` (which must not exist yet) with an empty PGlite data directory, as a first start would. */
+export async function seedPgliteDir(dir: string): Promise<void> {
+  const template = templateDir();
+  await ensureTemplate(template);
+  cpSync(template, dir, { recursive: true });
+}
