@@ -37,4 +37,8 @@ COPY --from=build /app/dist ./dist
 RUN mkdir .data && chown node:node .data
 USER node
 EXPOSE 8080
-CMD ["node", "--enable-source-maps", "dist/node.js"]
+# Semi-spaces of at most 4 MiB (the young generation is three of them): V8's default follows the heap
+# limit, up to 16 MiB each on a large machine (Node's CLI docs, --max-semi-space-size), and a burst of
+# large invoices grew it and kept that memory resident (docs/benchmarks.md, bench:bounded). The tests
+# and benches start the server with the same flags (test/support/server.ts).
+CMD ["node", "--enable-source-maps", "--max-semi-space-size=4", "dist/node.js"]

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { freshDatabase } from '../test/support/databases.js';
 import { createOrg, waitForKey } from '../test/support/orgs.js';
 import { type Cluster, startCluster } from '../test/support/postgres.js';
-import { type ServerProcess, serverEntry } from '../test/support/server.js';
+import { NODE_FLAGS, type ServerProcess, serverEntry } from '../test/support/server.js';
 import { bootToReady, stopServer } from './support/boot.js';
 import { scheduledCpuSeconds } from './support/cpu.js';
 import { countPushes, INVOICE, migrateDatabase, spawnBareIngress } from './support/ingress-harness.js';
@@ -73,7 +73,7 @@ async function startOurs(url: string, nodeArgs: string[] = []): Promise<ServerPr
       REQUEST_BODY_BUDGET_BYTES: String(64 * 1024 * 1024),
     },
     ...(nodeArgs.length > 0
-      ? { command: process.execPath, args: ['--enable-source-maps', ...nodeArgs, serverEntry] }
+      ? { command: process.execPath, args: [...NODE_FLAGS, ...nodeArgs, serverEntry] }
       : {}),
   });
   return server;

@@ -95,7 +95,8 @@ export function invoiceRoutes({
       }
       let body: unknown;
       try {
-        body = JSON.parse(await c.req.text());
+        // The raw request's text, not c.req.text(): Hono would keep that copy until the answer.
+        body = JSON.parse(await c.req.raw.text());
       } catch {
         throw new ApiError(400, 'malformed_json', 'the body is not valid JSON');
       }
