@@ -29,7 +29,9 @@ const inputs: unknown[] = [
     '{"tenantId":"abcdef01-2345-6789-abcd-ef0123456789","reference":"r","currency":"NZD","date":"2028-02-29",' +
       '"lineItems":[{"accountCode":"200","unitAmount":"1","quantity":"2","description":"d"}],"contact":{"name":"n"}}',
   ),
-  JSON.parse('{"__proto__":{"x":1},"contact":{"name":"n"},"lineItems":[],"date":"2026-01-01","currency":"NZD"}'),
+  JSON.parse(
+    '{"__proto__":{"x":1},"contact":{"name":"n"},"lineItems":[],"date":"2026-01-01","currency":"NZD"}',
+  ),
   { ...invoice, dueDate: '2026-11-28' },
   { ...invoice, date: '2026-02-30' },
   { ...invoice, date: '2026-2-3' },
