@@ -37,4 +37,9 @@ COPY --from=build /app/dist ./dist
 RUN mkdir .data && chown node:node .data
 USER node
 EXPOSE 8080
-CMD ["node", "--enable-source-maps", "dist/node.js"]
+# Semi-spaces of at most 16 MiB (the young generation is three of them): V8's default follows the heap
+# limit (Node's CLI docs, --max-semi-space-size) and on a machine with 4 GiB of heap it is twice that,
+# which a burst of large invoices filled and kept resident. No more GC time per request at 16 under
+# the ingress load (docs/benchmarks.md, bench:bounded). The tests and benches start the server with
+# the same flags (test/support/server.ts).
+CMD ["node", "--enable-source-maps", "--max-semi-space-size=16", "dist/node.js"]

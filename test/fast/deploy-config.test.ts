@@ -9,7 +9,7 @@ import { loadInternalEndpointsConfig } from '@honest-health/platform/internal/ht
 import { TICK_HEALTH_PATH } from '@honest-health/platform/internal/http/tick-health-route';
 import { parse } from 'smol-toml';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../support/server.js';
+import { NODE_FLAGS, repoRoot } from '../support/server.js';
 
 const read = (file: string) => readFileSync(resolve(repoRoot, file), 'utf8');
 const defaults = loadConfig({});
@@ -202,6 +202,8 @@ describe('Dockerfile', () => {
   it('runs dist/node.js, which is what tools/build.mjs produces from the Node entry', () => {
     const cmd = JSON.parse(instruction(final, 'CMD').at(-1) ?? '[]') as string[];
     expect(cmd[0]).toBe('node');
+    // What the tests and benches measure is what runs.
+    expect(cmd.slice(1, -1)).toEqual(NODE_FLAGS);
     const script = cmd.at(-1);
     expect(script).toBe('dist/node.js');
     expect(outdir).toBe('dist');

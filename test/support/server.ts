@@ -7,6 +7,8 @@ import { freePort } from './ports.js';
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const serverEntry = resolve(repoRoot, 'dist/node.js');
+/** Node's flags in the Dockerfile's CMD (test/fast/deploy-config.test.ts holds them equal). */
+export const NODE_FLAGS = ['--enable-source-maps', '--max-semi-space-size=16'];
 /** A fixed key for tests only: 32 bytes, base64. */
 export const TEST_TOKEN_KEY = Buffer.alloc(32, 7).toString('base64');
 
@@ -65,7 +67,7 @@ process.on('exit', () => {
 export async function spawnServer(options: SpawnOptions = {}): Promise<ServerProcess> {
   const port = options.port ?? (await freePort());
   const command = options.command ?? process.execPath;
-  const args = options.command ? (options.args ?? []) : ['--enable-source-maps', serverEntry];
+  const args = options.command ? (options.args ?? []) : [...NODE_FLAGS, serverEntry];
   const child = spawn(command, args, {
     cwd: options.cwd ?? repoRoot,
     env: {

@@ -1,3 +1,4 @@
+import { hotSchema } from '@honest-health/platform';
 import {
   array,
   type core,
@@ -76,40 +77,43 @@ export const lineItemInput = strictObject({
   accountCode: optional(text(10)),
 });
 
-export const invoiceInput = strictObject({
-  // Xero rejects a contact without a name; blank after trimming is no name (and Xero trims).
-  contact: strictObject({
-    name: text(255).check(refine((n) => n.trim() !== '', 'must not be blank')),
-  }),
-  lineItems: array(lineItemInput).check(
-    minLength(1, 'must have at least one line item'),
-    maxLength(MAX_LINE_ITEMS, `must have at most ${MAX_LINE_ITEMS} line items`),
-  ),
-  date: calendarDate,
-  dueDate: optional(calendarDate),
-  currency: string().check(
-    refine(
-      (c) => /^[A-Z]{3}$/.test(c) && isCurrencyCode(c),
-      'must be an ISO 4217 currency code such as "NZD"',
+// Every POST parses one: compiled where the runtime allows (hotSchema).
+export const invoiceInput = hotSchema(
+  strictObject({
+    // Xero rejects a contact without a name; blank after trimming is no name (and Xero trims).
+    contact: strictObject({
+      name: text(255).check(refine((n) => n.trim() !== '', 'must not be blank')),
+    }),
+    lineItems: array(lineItemInput).check(
+      minLength(1, 'must have at least one line item'),
+      maxLength(MAX_LINE_ITEMS, `must have at most ${MAX_LINE_ITEMS} line items`),
     ),
-  ),
-  reference: optional(text(255)),
-  // The Xero tenant (GET /api/connections `tenantId`) to send this invoice to; it must be a connection
-  // the organization chose. Without it, the organization's default connection. Xero's tenant ids are
-  // UUIDs (xero-identity.yaml, Connection.tenantId `format: uuid`); any case is accepted.
-  tenantId: optional(
-    string().check(
-      regex(
-        /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
-        'must be a Xero tenant id (a UUID)',
+    date: calendarDate,
+    dueDate: optional(calendarDate),
+    currency: string().check(
+      refine(
+        (c) => /^[A-Z]{3}$/.test(c) && isCurrencyCode(c),
+        'must be an ISO 4217 currency code such as "NZD"',
       ),
     ),
+    reference: optional(text(255)),
+    // The Xero tenant (GET /api/connections `tenantId`) to send this invoice to; it must be a connection
+    // the organization chose. Without it, the organization's default connection. Xero's tenant ids are
+    // UUIDs (xero-identity.yaml, Connection.tenantId `format: uuid`); any case is accepted.
+    tenantId: optional(
+      string().check(
+        regex(
+          /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
+          'must be a Xero tenant id (a UUID)',
+        ),
+      ),
+    ),
+  }).check(
+    refine((i) => i.dueDate === undefined || i.dueDate >= i.date, {
+      message: 'must not be before date',
+      path: ['dueDate'],
+    }),
   ),
-}).check(
-  refine((i) => i.dueDate === undefined || i.dueDate >= i.date, {
-    message: 'must not be before date',
-    path: ['dueDate'],
-  }),
 );
 
 export type InvoiceInput = Infer<typeof invoiceInput>;
@@ -128,4 +132,4 @@ export function fieldErrors(error: core.$ZodError): FieldError[] {
 }
 
 /** Idempotency-Key: 1 to 128 visible ASCII characters (no spaces or control characters). */
-export const idempotencyKey = string().check(regex(/^[\x21-\x7e]{1,128}$/));
+export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,128}$/;

@@ -6,7 +6,7 @@ import { ApiError, errorBody } from '../errors.js';
 import { pageFields, pageOf, readPageQuery } from '../pages.js';
 import { PUSH_STATUSES } from '../schema.js';
 import { type BlockedState, type ControlOutcome, cancelPush, retryPush } from './control.js';
-import { fieldErrors, idempotencyKey, invoiceInput } from './input.js';
+import { fieldErrors, IDEMPOTENCY_KEY, invoiceInput } from './input.js';
 import { PendingInvoiceQuota, utf8Length } from './quota.js';
 import { createPush, findPush, findPushByKey, isChosenTenant, listPushes } from './store.js';
 import { acceptedView, listItemView, pushView } from './view.js';
@@ -27,7 +27,7 @@ export interface InvoiceRoutesDeps {
 }
 
 function requireIdempotencyKey(key: string | undefined): string {
-  if (key === undefined || !validate(idempotencyKey, key).success) {
+  if (key === undefined || !IDEMPOTENCY_KEY.test(key)) {
     throw new ApiError(
       400,
       'invalid_idempotency_key',
@@ -94,7 +94,8 @@ export function invoiceRoutes({
       }
       let body: unknown;
       try {
-        body = JSON.parse(await c.req.text());
+        // The raw request's text, not c.req.text(): Hono would keep that copy until the answer.
+        body = JSON.parse(await c.req.raw.text());
       } catch {
         throw new ApiError(400, 'malformed_json', 'the body is not valid JSON');
       }
@@ -111,7 +112,8 @@ export function invoiceRoutes({
       const hash = sha256Hex(tenantId === undefined ? payloadText : JSON.stringify(input));
       const payloadBytes = utf8Length(payloadText);
       const organization = c.get('organization');
-      const outcome = await c.var.withDatabase(async (db) => {
+      // c.get, not c.var: Hono builds c.var afresh from every variable on each read.
+      const outcome = await c.get('withDatabase')(async (db) => {
         // A tenant the organization has not chosen is refused, unless this is a replay of a key
         // already used (answered as before, whatever the connection became since).
         if (tenantId !== undefined && !(await isChosenTenant(db, organization.id, tenantId))) {
@@ -167,7 +169,7 @@ export function invoiceRoutes({
           'this Idempotency-Key was used with a different body',
         );
       }
-      if (created && push.status === 'queued') c.var.schedule(pushTick);
+      if (created && push.status === 'queued') c.get('schedule')(pushTick);
       // Never the invoice back: a 1 MiB echo per POST was most of what a client received.
       return c.json(acceptedView(push), created ? 202 : 200);
     },

@@ -105,4 +105,4 @@ export {
   sqlstateOf,
 } from '../util/log.js';
 export { TimeoutError, withTimeout } from '../util/timeout.js';
-export { validate } from '../util/validate.js';
+export { hotSchema, useSchemaCompiler, validate } from '../util/validate.js';

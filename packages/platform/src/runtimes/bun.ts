@@ -1,7 +1,9 @@
 import { hostname } from 'node:os';
+import { compile } from 'zod/mini';
 import type { AppEnv, ProcessAppModule } from '../http/module.js';
 import { type ProcessOptions, startProcess } from '../lifecycle/process.js';
 import { resolveIdentity } from '../util/identity.js';
+import { useSchemaCompiler } from '../util/validate.js';
 import { listenBun } from './bun-listener.js';
 
 // `bun --hot` (npm run dev:bun) evaluates the entry again, in the same process, on every change; only
@@ -29,6 +31,8 @@ export async function runOnBun<C, E extends AppEnv>(
   module: ProcessAppModule<C, E>,
   options: ProcessOptions,
 ): Promise<void> {
+  // Node and Bun may generate code: the invoice's schema is compiled (util/validate.ts).
+  useSchemaCompiler(compile);
   const slot = slotOf(resolveIdentity(module.identity).name);
   await hot[slot]?.stop();
 

@@ -1,6 +1,8 @@
 import { hostname } from 'node:os';
+import { compile } from 'zod/mini';
 import type { AppEnv, ProcessAppModule } from '../http/module.js';
 import { type ProcessOptions, startProcess } from '../lifecycle/process.js';
+import { useSchemaCompiler } from '../util/validate.js';
 import { listenNode } from './node-listener.js';
 
 const SIGNALS = ['SIGTERM', 'SIGINT'] as const;
@@ -22,6 +24,8 @@ export async function runOnNode<C, E extends AppEnv>(
   module: ProcessAppModule<C, E>,
   options: ProcessOptions,
 ): Promise<void> {
+  // Node and Bun may generate code: the invoice's schema is compiled (util/validate.ts).
+  useSchemaCompiler(compile);
   const listeners: Record<(typeof SIGNALS)[number], () => void> = { SIGTERM: () => {}, SIGINT: () => {} };
   await startProcess(
     module,
