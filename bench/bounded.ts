@@ -14,7 +14,7 @@ import { currentXid, rowsWrittenSince, seedHistory } from '../test/support/histo
 import { createOrg, waitForKey } from '../test/support/orgs.js';
 import { startCluster } from '../test/support/postgres.js';
 import { captureLog, connectedGrant, openDatabase, sandboxEnv, testBox } from '../test/support/ticks.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { bootToReady, stopServer } from './support/boot.js';
 import { cleanupAll, runBench, track } from './support/lifecycle.js';
 import { intEnv, printResults, progress, table } from './support/report.js';

@@ -35,7 +35,7 @@ import {
   sandboxEnv,
   testBox,
 } from '../test/support/ticks.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { bootToReady, serverDump, stopServer, trackServer } from './support/boot.js';
 import { INVOICE } from './support/ingress-harness.js';
 import { cleanupAll, runBench, tempDir, track } from './support/lifecycle.js';

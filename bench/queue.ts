@@ -55,7 +55,7 @@ import {
   sandboxEnv,
   testBox,
 } from '../test/support/ticks.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { cpuSeconds, machineBusySeconds } from './support/cpu.js';
 import { type QueueChild, spawnQueueChild } from './support/queue-child.js';
 import { clusterCpuSeconds } from './support/queue-cpu.js';

@@ -35,7 +35,7 @@ import {
   testBox,
   xeroConfigFor,
 } from '../test/support/ticks.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { intEnv, printResults, progress, table } from './support/report.js';
 
 const GRANTS = intEnv('BENCH_GRANTS', 1000);

@@ -36,8 +36,8 @@ import {
   sandboxEnv,
   testBox,
 } from '../test/support/ticks.js';
-import { startNeonProxy } from '../tools/neon-proxy/server.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startNeonProxy } from '../dev/neon-proxy/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { runBench, tempDir, track, untrack } from './support/lifecycle.js';
 import { intEnv, printResults, progress, table } from './support/report.js';
 import { median, percentile, round1, round2, round3 } from './support/stats.js';

@@ -28,7 +28,7 @@ import {
   sandboxEnv,
   testBox,
 } from '../test/support/ticks.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { intEnv, printResults, progress, table } from './support/report.js';
 
 const PUSHES = intEnv('BENCH_PUSHES', 3000);

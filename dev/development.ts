@@ -1,85 +1,87 @@
-// The newcomer's first run (README, "First run"): with the embedded database and nothing configured
-// (no DATABASE_URL, no TOKEN_ENCRYPTION_KEY, no XERO_* variable), `npm start` runs the bundled Xero
-// sandbox (tools/xero-sandbox) in this process and connects a development organization to one of its
-// tenants, so an invoice submitted with the printed key ends `pushed`. Node and Bun only: the runtime
-// entries for those import this module; src/runtime/worker.ts imports src/app/module.ts, so tools/
-// never enters the Workers bundle.
+// Development mode (README, "Two commands"): with the embedded database and nothing configured (no
+// DATABASE_URL, no TOKEN_ENCRYPTION_KEY, no XERO_* variable), `npm start` runs dev/start.ts, which
+// serves the Xero sandbox (dev/xero-sandbox) on a loopback port and runs the product's process module
+// with this wrapping: Xero's URLs point at the sandbox, and a development organization is connected to
+// one of its tenants, so an invoice submitted with the printed key ends `pushed`. The browser's
+// authorize URL is the sandbox's own address, so a connect link of any other organization opens the
+// sandbox's consent page (docs/development.md). Nothing in src/ imports this folder: the sandbox is in
+// no build of the product (test/fast/boundaries.test.ts).
 
-import type { AppIndex, Database, Env, Logger, ProcessAppModule } from '@honest-health/platform';
+import type { AppIndex, Database, Logger, ProcessAppModule } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
-import { createXeroSandbox, type XeroSandbox } from '../../../tools/xero-sandbox/app.js';
-import { IN_PROCESS_ORIGIN, inProcessFetch } from '../../../tools/xero-sandbox/in-process.js';
-import type { AuthEnv } from '../auth.js';
-import type { AppConfig } from '../config.js';
-import { chooseConnection } from '../connections/choose.js';
-import { saveGrant } from '../connections/grants.js';
-import { buildHonestHealth, honestHealth } from '../module.js';
-import { createOrganization, organizationsNamed } from '../organizations.js';
-import { honestHealthProcess } from '../process-module.js';
-import { authEventIdOf } from '../xero/client.js';
+import type { AuthEnv } from '../src/app/auth.js';
+import type { AppConfig } from '../src/app/config.js';
+import { chooseConnection } from '../src/app/connections/choose.js';
+import { saveGrant } from '../src/app/connections/grants.js';
+import { buildHonestHealth } from '../src/app/module.js';
+import { createOrganization, organizationsNamed } from '../src/app/organizations.js';
+import { honestHealthProcess } from '../src/app/process-module.js';
+import { authEventIdOf } from '../src/app/xero/client.js';
+import type { RunningXeroSandbox } from './xero-sandbox/server.js';
 
 export const DEVELOPMENT_ORGANIZATION = 'Development (Xero sandbox)';
 /** One fixed tenant id, so each boot's fresh sandbox reconnects the same connection row. */
 export const DEVELOPMENT_TENANT_ID = 'd0000000-0000-4000-8000-000000000001';
+export const DEVELOPMENT_CLIENT_ID = 'honest-health-development';
 
-export type DevelopmentConfig = AppConfig & { developmentSandbox: boolean };
-
-/** Only the embedded database with nothing set: any DATABASE_URL, token key or XERO_* turns it off. */
-export function wantsDevelopmentSandbox(env: Env): boolean {
-  const set = (name: string) => env[name] !== undefined && env[name] !== '';
-  return (
-    !set('DATABASE_URL') &&
-    !set('TOKEN_ENCRYPTION_KEY') &&
-    !Object.keys(env).some((k) => k.startsWith('XERO_') && set(k))
-  );
+/** The sandbox's options in development mode: its one tenant, a person's consent page for the rest. */
+export function developmentSandboxOptions(clientSecret: string) {
+  return {
+    clientId: DEVELOPMENT_CLIENT_ID,
+    clientSecret,
+    providerName: 'honest-health (development)',
+    tenants: [
+      { id: DEVELOPMENT_TENANT_ID, name: 'Development books', accountCodes: null, connectOnAuthorize: false },
+    ],
+    consentPage: true,
+  };
 }
 
-export const honestHealthWithDevelopmentSandbox: ProcessAppModule<DevelopmentConfig, AuthEnv> = {
-  ...honestHealthProcess,
-  loadConfig: (env) => ({
-    ...honestHealth.loadConfig(env),
-    developmentSandbox: wantsDevelopmentSandbox(env),
-  }),
-  async create(config, context) {
-    if (!config.developmentSandbox || context.lifecycle !== 'process' || !context.embedded) {
-      return honestHealth.create(config, context);
-    }
-    const clientSecret = crypto.randomUUID();
-    const sandbox = createXeroSandbox({
-      clientId: 'honest-health-development',
-      clientSecret,
-      providerName: 'honest-health (development)',
-      tenants: [{ id: DEVELOPMENT_TENANT_ID, name: 'Development books', accountCodes: null }],
-    });
-    const xero = {
-      ...config.xero,
-      apiUrl: IN_PROCESS_ORIGIN,
-      identityUrl: `${IN_PROCESS_ORIGIN}/identity`,
-      authorizeUrl: `${IN_PROCESS_ORIGIN}/identity/connect/authorize`,
-      clientId: 'honest-health-development',
-      clientSecret,
-    };
-    const { app, box } = await buildHonestHealth(
-      { ...config, xero },
-      context,
-      inProcessFetch(sandbox.app) as typeof fetch,
-      { announceDevelopmentKey: false },
-    );
-    let connected = false;
-    // Before the API-key index, so the development key works from the first request.
-    const setup: AppIndex = {
-      name: 'development organization',
-      load: async (db) => {
-        if (connected) return;
-        await connectDevelopment(db, box, sandbox, context.log);
-        connected = true;
-      },
-    };
-    return { ...app, indexes: [setup, ...app.indexes] };
-  },
-};
+/**
+ * The product's process module against a running sandbox (started with developmentSandboxOptions):
+ * the same app, reaching the sandbox over HTTP as it would reach Xero.
+ */
+export function withDevelopmentSandbox(sandbox: RunningXeroSandbox): ProcessAppModule<AppConfig, AuthEnv> {
+  return {
+    ...honestHealthProcess,
+    loadConfig: (env) => {
+      const config = honestHealthProcess.loadConfig(env);
+      // The callback on this server's own port, so the browser comes back to it (XERO_REDIRECT_URI,
+      // like any XERO_* variable, would have turned development mode off).
+      const port = env.PORT && env.PORT !== '' ? env.PORT : '8080';
+      return {
+        ...config,
+        xero: {
+          ...config.xero,
+          apiUrl: sandbox.urls.url,
+          identityUrl: sandbox.urls.identityBaseUrl,
+          authorizeUrl: sandbox.urls.authorizeUrl,
+          redirectUri: `http://localhost:${port}/connect/xero/callback`,
+          clientId: sandbox.state.client.clientId,
+          clientSecret: sandbox.state.client.clientSecret,
+        },
+      };
+    },
+    async create(config, context) {
+      const { app, box } = await buildHonestHealth(config, context, fetch, {
+        announceDevelopmentKey: false,
+      });
+      let connected = false;
+      // Before the API-key index, so the development key works from the first request.
+      const setup: AppIndex = {
+        name: 'development organization',
+        load: async (db) => {
+          if (connected) return;
+          await connectDevelopment(db, box, sandbox, context.log);
+          connected = true;
+        },
+      };
+      return { ...app, indexes: [setup, ...app.indexes] };
+    },
+  };
+}
 
-async function connectDevelopment(db: Database, box: SecretBox, sandbox: XeroSandbox, log: Logger) {
+async function connectDevelopment(db: Database, box: SecretBox, sandbox: RunningXeroSandbox, log: Logger) {
   const [existing] = await organizationsNamed(db, DEVELOPMENT_ORGANIZATION);
   const created = existing ? undefined : await createOrganization(db, DEVELOPMENT_ORGANIZATION);
   const organizationId = existing?.id ?? (created?.id as string);
@@ -114,6 +116,6 @@ async function connectDevelopment(db: Database, box: SecretBox, sandbox: XeroSan
     : 'its API key was shown when it was created (npm run org:key:create -- --org <id> makes another, with the server stopped)';
   log.warn(
     `development mode: no DATABASE_URL, TOKEN_ENCRYPTION_KEY or XERO_* set, so the bundled Xero sandbox runs in this process (nothing reaches Xero), tokens are sealed with a development key in .data/, and organization "${DEVELOPMENT_ORGANIZATION}" pushes to its tenant; ${key}`,
-    { organizationId, tenantId: DEVELOPMENT_TENANT_ID },
+    { organizationId, tenantId: DEVELOPMENT_TENANT_ID, xeroSandbox: sandbox.url },
   );
 }

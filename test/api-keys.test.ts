@@ -28,7 +28,7 @@ function org(args: string[], env: Record<string, string>) {
   return new Promise<{ code: number | null; stdout: string; stderr: string }>((done) => {
     execFile(
       tsx,
-      ['--tsconfig', resolve(repoRoot, 'tsconfig.json'), resolve(repoRoot, 'tools/org.ts'), ...args],
+      ['--tsconfig', resolve(repoRoot, 'tsconfig.json'), resolve(repoRoot, 'cli/org.ts'), ...args],
       { cwd, env: { PATH: process.env.PATH, ...env }, timeout: 60_000 },
       (err, stdout, stderr) =>
         done({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr }),

@@ -110,9 +110,9 @@ describe('usage errors', () => {
       scripts: Record<string, string>;
     };
     expect(pkg.scripts['deploy:workers']).toMatch(/^npm run db:migrate && /);
-    expect(pkg.scripts['db:migrate']).toBe('tsx tools/migrate.ts');
-    expect(pkg.scripts['org:list']).toBe('tsx tools/org.ts list');
-    expect(pkg.scripts['tokens:reseal']).toBe('tsx tools/tokens.ts reseal');
+    expect(pkg.scripts['db:migrate']).toBe('tsx cli/migrate.ts');
+    expect(pkg.scripts['org:list']).toBe('tsx cli/org.ts list');
+    expect(pkg.scripts['tokens:reseal']).toBe('tsx cli/tokens.ts reseal');
   });
 
   it.each([

@@ -9,7 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listPushes } from '../src/app/invoices/store.js';
 import { detachSettledPushes } from '../src/app/push/detach-settled.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { currentXid, rowsWrittenSince, seedHistory } from './support/history.js';
 import { type Cluster, startCluster } from './support/postgres.js';

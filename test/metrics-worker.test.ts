@@ -10,7 +10,7 @@ import {
   type WorkerBundle,
 } from '../bench/support/worker-bundle.js';
 import { createOrganization } from '../src/app/organizations.js';
-import { startNeonProxy } from '../tools/neon-proxy/server.js';
+import { startNeonProxy } from '../dev/neon-proxy/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { parsePrometheus, sample } from './support/prometheus.js';

@@ -14,7 +14,7 @@ import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { claimPushes } from '../src/app/push/claim.js';
 import { KEY_RESEND_WITHIN_MS, type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type InProcessApp, startInProcess } from './support/in-process.js';
 import { type Cluster, startCluster } from './support/postgres.js';

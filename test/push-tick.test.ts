@@ -15,7 +15,7 @@ import { claimPushes } from '../src/app/push/claim.js';
 import { settlePushes } from '../src/app/push/settle.js';
 import { KEY_RESEND_WITHIN_MS, type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import {

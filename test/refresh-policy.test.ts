@@ -16,7 +16,7 @@ import {
   refreshExpiringTokens,
 } from '../src/app/connections/refresh-tokens.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import {

@@ -20,7 +20,7 @@ import { migrations } from '../src/app/migrations.gen.js';
 import { createOrganization, removeOrganization } from '../src/app/organizations.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { authEventIdOf, createXeroClient } from '../src/app/xero/client.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';
 import { type Cluster, startCluster } from './support/postgres.js';

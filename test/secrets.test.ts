@@ -6,7 +6,7 @@ import { chooseConnection } from '../src/app/connections/choose.js';
 import { saveGrant } from '../src/app/connections/grants.js';
 import { createOrganization } from '../src/app/organizations.js';
 import { authEventIdOf } from '../src/app/xero/client.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody, waitForKey } from './support/orgs.js';
 import { type OtlpSink, startOtlpSink } from './support/otlp-sink.js';

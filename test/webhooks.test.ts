@@ -21,7 +21,7 @@ import { markForbidden } from '../src/app/push/signals.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
 import { type DeliveryDeps, deliverDueWebhooks } from '../src/app/webhooks/deliver.js';
 import { createEndpoint } from '../src/app/webhooks/endpoints.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type InProcessApp, startInProcess } from './support/in-process.js';
 import { type Cluster, startCluster } from './support/postgres.js';

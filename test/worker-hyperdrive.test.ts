@@ -5,7 +5,7 @@ import { Miniflare } from 'miniflare';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chooseConnection } from '../src/app/connections/choose.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { pushStatus, terminateWaitingClaim } from './support/poisoned-claim.js';
 import { type Cluster, startCluster, startStandby, waitForReplay } from './support/postgres.js';

@@ -15,8 +15,8 @@ import { shortenedXeroBudget, XERO_BUDGET, type XeroBudget } from '../src/app/pu
 import { claimPushes } from '../src/app/push/claim.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import { type NeonProxy, startNeonProxy } from '../tools/neon-proxy/server.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { type NeonProxy, startNeonProxy } from '../dev/neon-proxy/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer, TEST_TOKEN_KEY } from './support/server.js';

@@ -13,7 +13,7 @@ import { migrations } from '../src/app/migrations.gen.js';
 import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { captureLog, type Sandbox, testBox, xeroConfigFor } from './support/ticks.js';

@@ -1,8 +1,8 @@
 // The Xero sandbox in process: the same app without a socket (what the fast layer's Xero calls use).
 // The rest of the sandbox is tested over real HTTP in test/xero-sandbox.test.ts.
 import { describe, expect, it } from 'vitest';
-import { createXeroSandbox } from '../../tools/xero-sandbox/app.js';
-import { inProcessFetch } from '../../tools/xero-sandbox/in-process.js';
+import { createXeroSandbox } from '../../dev/xero-sandbox/app.js';
+import { inProcessFetch } from '../../dev/xero-sandbox/in-process.js';
 import { sandboxInvoice } from '../support/sandbox-invoice.js';
 
 describe('in-process use', () => {

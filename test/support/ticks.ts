@@ -14,7 +14,7 @@ import { createOrganization } from '../../src/app/organizations.js';
 import { XERO_BUDGET } from '../../src/app/push/budget.js';
 import type { PushTickDeps } from '../../src/app/push/tick.js';
 import { authEventIdOf, createXeroClient } from '../../src/app/xero/client.js';
-import type { startXeroSandbox } from '../../tools/xero-sandbox/server.js';
+import type { startXeroSandbox } from '../../dev/xero-sandbox/server.js';
 import { TEST_TOKEN_KEY } from './server.js';
 
 export type Sandbox = Awaited<ReturnType<typeof startXeroSandbox>>;
