@@ -9,7 +9,7 @@ export const CONSENT_FIELDS = { decision: 'decision', tenant: 'tenant', tenantNa
 /** The `tenant` value that asks for a new organisation (named by `tenant_name`). */
 export const NEW_TENANT = 'new';
 
-const escape = (value: string) => value.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+const html = (value: string) => value.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 
 export function consentPage(input: {
   action: string;
@@ -19,26 +19,26 @@ export function consentPage(input: {
   suggestedName: string;
 }): string {
   const hidden = Object.entries(input.params)
-    .map(([name, value]) => `<input type="hidden" name="${escape(name)}" value="${escape(value)}">`)
+    .map(([name, value]) => `<input type="hidden" name="${html(name)}" value="${html(value)}">`)
     .join('\n    ');
   const existing = input.tenants
     .map(
       (t) =>
-        `<label><input type="radio" name="${CONSENT_FIELDS.tenant}" value="${escape(t.id)}"> ${escape(t.name)}</label><br>`,
+        `<label><input type="radio" name="${CONSENT_FIELDS.tenant}" value="${html(t.id)}"> ${html(t.name)}</label><br>`,
     )
     .join('\n    ');
   return `<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><title>Xero sandbox: allow access</title></head>
 <body>
-  <h1>${escape(input.providerName)} wants to access your Xero organisation</h1>
+  <h1>${html(input.providerName)} wants to access your Xero organisation</h1>
   <p>This is the local Xero sandbox: nothing here reaches Xero.</p>
-  <form method="post" action="${escape(input.action)}">
+  <form method="post" action="${html(input.action)}">
     ${hidden}
     <fieldset>
       <legend>Organisation to connect</legend>
       <label><input type="radio" name="${CONSENT_FIELDS.tenant}" value="${NEW_TENANT}" checked> A new organisation:</label>
-      <input type="text" name="${CONSENT_FIELDS.tenantName}" value="${escape(input.suggestedName)}"><br>
+      <input type="text" name="${CONSENT_FIELDS.tenantName}" value="${html(input.suggestedName)}"><br>
     ${existing}
     </fieldset>
     <button type="submit" name="${CONSENT_FIELDS.decision}" value="allow">Allow access</button>
