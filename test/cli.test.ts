@@ -1,5 +1,5 @@
 // The operator's commands as subprocesses, the way `npm run org:create` and `npm run db:migrate` run
-// them (tsx on tools/*.ts): usage errors, org:list, duplicate names, the refusal to migrate the
+// them (tsx on cli/*.ts): usage errors, org:list, duplicate names, the refusal to migrate the
 // embedded database by accident, and the lock that keeps a second process off the embedded database
 // a running server holds.
 import { execFile } from 'node:child_process';
@@ -47,7 +47,7 @@ function cli(
       tsx,
       // The repository's tsconfig from any cwd: its paths resolve the platform to its sources, not the
       // dist/ an install of the package gets.
-      ['--tsconfig', resolve(repoRoot, 'tsconfig.json'), resolve(repoRoot, `tools/${tool}.ts`), ...args],
+      ['--tsconfig', resolve(repoRoot, 'tsconfig.json'), resolve(repoRoot, `cli/${tool}.ts`), ...args],
       { cwd: options.cwd ?? tempDir(), env: { PATH: process.env.PATH, ...options.env }, timeout: 60_000 },
       (err, stdout, stderr) =>
         done({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr }),

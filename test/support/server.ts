@@ -7,6 +7,19 @@ import { freePort } from './ports.js';
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const serverEntry = resolve(repoRoot, 'dist/node.js');
+/** `npm start`'s entry (after the build): development mode when nothing is configured, else dist/node.js. */
+export const startEntry = resolve(repoRoot, 'dev/start.ts');
+export const tsx = resolve(repoRoot, 'node_modules/.bin/tsx');
+/**
+ * tsx's arguments to run a TypeScript file of this repository from any cwd: the repository's tsconfig,
+ * whose paths resolve the platform to its sources.
+ */
+export const tsxArgs = (file: string, ...args: string[]) => [
+  '--tsconfig',
+  resolve(repoRoot, 'tsconfig.json'),
+  file,
+  ...args,
+];
 /** A fixed key for tests only: 32 bytes, base64. */
 export const TEST_TOKEN_KEY = Buffer.alloc(32, 7).toString('base64');
 
@@ -61,6 +74,11 @@ const live = new Set<ChildProcess>();
 process.on('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
+
+/** What `npm start` runs after its build: dev/start.ts under tsx. */
+export function spawnStart(options: Omit<SpawnOptions, 'command' | 'args'> = {}): Promise<ServerProcess> {
+  return spawnServer({ ...options, command: tsx, args: tsxArgs(startEntry) });
+}
 
 export async function spawnServer(options: SpawnOptions = {}): Promise<ServerProcess> {
   const port = options.port ?? (await freePort());

@@ -81,9 +81,9 @@ interface Isolate<E extends AppEnv> {
  * errors.
  */
 export interface IsolateOptions {
-  /** The databases this bundle can reach, in order of precedence (isolate-database.ts). */
+  /** The databases this bundle can reach, in order of precedence (worker-database.ts). */
   databases: readonly IsolateDatabase[];
-  /** How this bundle reports errors and check-ins (isolate-errors.ts); unset: it does not. */
+  /** How this bundle reports errors and check-ins (worker-errors.ts); unset: it does not. */
   errorTracking?: IsolateErrorTracking;
 }
 

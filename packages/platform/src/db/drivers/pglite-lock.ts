@@ -86,6 +86,6 @@ function describeProcess(): string {
   if (script) return script === 'start' ? 'npm start' : `npm run ${script}`;
   return process.argv
     .slice(1, 3)
-    .map((a) => a.replace(/^.*\/(?=(dist|tools|src)\/)/, ''))
+    .map((a) => a.replace(/^.*\/(?=(dist|cli|dev|tools|src)\/)/, ''))
     .join(' ');
 }
