@@ -100,7 +100,7 @@ describe('development mode, a second organization', () => {
       });
       expect(created.status).toBe(202);
       const { id } = (await created.json()) as { id: string };
-      const deadline = Date.now() + 30_000;
+      const deadline = Date.now() + 60_000;
       for (;;) {
         const push = (await (
           await server.get(`/api/invoices/${id}`, { headers: auth(second.apiKey) })
@@ -108,7 +108,10 @@ describe('development mode, a second organization', () => {
           status: string;
         };
         if (push.status === 'pushed') break;
-        if (Date.now() > deadline) throw new Error(`not pushed in time: ${JSON.stringify(push)}`);
+        if (Date.now() > deadline) {
+          const said = server.logs.filter((l) => l.level !== 'info' || /push|xero/i.test(l.msg));
+          throw new Error(`not pushed in time: ${JSON.stringify(push)}\n${JSON.stringify(said, null, 1)}`);
+        }
         await new Promise((done) => setTimeout(done, 100));
       }
     } finally {

@@ -1,6 +1,6 @@
 // The product's builds hold no development fake: dist/ (what `npm run build` writes and the Docker
 // image runs; the global setup builds it) and the Worker bundles as wrangler builds them. The fakes
-// and development mode live in dev/ (ARCHITECTURE.md, "Layout"); test/fast/boundaries.test.ts checks
+// and development mode live in dev/ (ARCHITECTURE.md, "Platform and app"); test/fast/boundaries.test.ts checks
 // the imports, this the files that ship.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

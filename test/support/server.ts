@@ -2,7 +2,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { freePort } from './ports.js';
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -75,9 +75,18 @@ process.on('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
 
-/** What `npm start` runs after its build: dev/start.ts under tsx. */
+/**
+ * What `npm start` runs after its build: dev/start.ts with tsx's loader in the same process (so signals
+ * and the exit code are the server's own), from any cwd with the repository's tsconfig.
+ */
 export function spawnStart(options: Omit<SpawnOptions, 'command' | 'args'> = {}): Promise<ServerProcess> {
-  return spawnServer({ ...options, command: tsx, args: tsxArgs(startEntry) });
+  const loader = pathToFileURL(resolve(repoRoot, 'node_modules/tsx/dist/loader.mjs')).href;
+  return spawnServer({
+    ...options,
+    env: { TSX_TSCONFIG_PATH: resolve(repoRoot, 'tsconfig.json'), ...options.env },
+    command: process.execPath,
+    args: ['--enable-source-maps', '--import', loader, startEntry],
+  });
 }
 
 export async function spawnServer(options: SpawnOptions = {}): Promise<ServerProcess> {
