@@ -35,10 +35,10 @@ async function main(): Promise<void> {
   const sandbox = await startXeroSandbox({ port: 0 });
   track('sandbox', () => sandbox.close());
 
-  // 1. Memory: the default REQUEST_BODY_BUDGET_BYTES.
+  // 1. Memory: the default REQUEST_BODIES_MAX_BYTES.
   const wavesDb = await freshDatabase(cluster, 'bounded_waves');
   const { server } = await bootToReady({
-    env: { DATABASE_URL: wavesDb, LOG_LEVEL: 'warn', REGISTRY_REFRESH_MS: '100', API_RATE_BURST: '1000' },
+    env: { DATABASE_URL: wavesDb, LOG_LEVEL: 'warn', API_KEY_REFRESH_MS: '100', API_RATE_BURST: '1000' },
   });
   const org = await createOrg(wavesDb, 'Large Invoices Ltd');
   await waitForKey(server, org.apiKey);
@@ -81,7 +81,7 @@ async function main(): Promise<void> {
       DATABASE_URL: floodDb,
       LOG_LEVEL: 'warn',
       TICK_INTERVAL_MS: '3600000',
-      REGISTRY_REFRESH_MS: '3600000',
+      API_KEY_REFRESH_MS: '3600000',
       ...sandboxEnv(sandbox),
     },
   });

@@ -237,7 +237,7 @@ async function serving(current: Release, url: string, extra: Record<string, stri
     env: {
       DATABASE_URL: url,
       LOG_LEVEL: 'warn',
-      REGISTRY_REFRESH_MS: '100',
+      API_KEY_REFRESH_MS: '100',
       RELEASE_ID: 'current',
       ...extra,
     },
@@ -441,7 +441,7 @@ async function previousDrill(cluster: Cluster, current: Release, previous: Relea
     DATABASE_URL: url,
     LOG_LEVEL: 'info',
     TICK_INTERVAL_MS: '300',
-    REGISTRY_REFRESH_MS: '100',
+    API_KEY_REFRESH_MS: '100',
     ...sandboxEnv(sandbox),
   });
   trackServer(prev);

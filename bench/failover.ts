@@ -144,7 +144,7 @@ async function main(): Promise<void> {
   };
 
   const common = {
-    REGISTRY_REFRESH_MS: '200',
+    API_KEY_REFRESH_MS: '200',
     POOL_MAX: String(POOL_MAX),
     TOKEN_ENCRYPTION_KEY,
     // The per-key rate limit stays on the path, above the drill's 20 writes and 10 reads a second.

@@ -8,9 +8,9 @@
 // fails on them (tests assert, benchmarks report). Run: `npm run bench:idle`. Knobs: BENCH_IDLE_S
 // (the sampled window, default 20), BENCH_SETTLE_S (after ready, before sampling, default 20).
 //
-// The defaults are measured, as an operator runs it: REGISTRY_REFRESH_MS=5000, Xero off (so no ticks),
+// The defaults are measured, as an operator runs it: API_KEY_REFRESH_MS=5000, Xero off (so no ticks),
 // metrics on. bench:ingress's "idle ms CPU/s" is not this figure: it samples one second right after its
-// smoke test, with REGISTRY_REFRESH_MS=100 (ten registry queries a second, by its own choice).
+// smoke test, with API_KEY_REFRESH_MS=100 (ten registry queries a second, by its own choice).
 import { availableParallelism, loadavg } from 'node:os';
 import { freshDatabase } from '../test/support/databases.js';
 import { startCluster } from '../test/support/postgres.js';

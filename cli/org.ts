@@ -5,7 +5,7 @@
 // `npm run org:key:list [-- --org <uuid>]` lists keys (never a key or its hash);
 // `npm run org:key:revoke -- --id <key uuid> [--allow-last]` revokes one (refusing the organization's
 // last active key unless --allow-last; no other row changes). Uses the same DATABASE_URL (and migrations) as the server;
-// running servers pick the change up within REGISTRY_REFRESH_MS. On the embedded database these
+// running servers pick the change up within API_KEY_REFRESH_MS. On the embedded database these
 // refuse to run while a server holds it (one process at a time can open PGlite).
 // Exit codes: 0 done, 1 failed (or nothing removed, or a duplicate name), 2 usage.
 import { parseArgs } from 'node:util';

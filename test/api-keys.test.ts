@@ -74,14 +74,14 @@ afterAll(async () => {
 });
 
 describe('rotation', () => {
-  it('a second key, then the first revoked: 401 on both replicas within REGISTRY_REFRESH_MS, no data touched', async () => {
+  it('a second key, then the first revoked: 401 on both replicas within API_KEY_REFRESH_MS, no data touched', async () => {
     const url = await freshDatabase(cluster);
     const env = { DATABASE_URL: url };
     const created = await org(['create', '--name', 'Rotating Ltd'], env);
     expect(created.code, created.stderr).toBe(0);
     const acme = JSON.parse(created.stdout) as { id: string; apiKey: string };
 
-    const serverEnv = { DATABASE_URL: url, REGISTRY_REFRESH_MS: String(REFRESH_MS) };
+    const serverEnv = { DATABASE_URL: url, API_KEY_REFRESH_MS: String(REFRESH_MS) };
     const replicas = await Promise.all([spawnServer({ env: serverEnv }), spawnServer({ env: serverEnv })]);
     const client = new pg.Client(url);
     await client.connect();

@@ -298,7 +298,7 @@ describe('on Postgres', () => {
 describe('on the embedded database', () => {
   it('keeps every other process off the data directory a running server holds', async () => {
     const cwd = tempDir();
-    const server = await spawnServer({ cwd, env: { REGISTRY_REFRESH_MS: '200' } });
+    const server = await spawnServer({ cwd, env: { API_KEY_REFRESH_MS: '200' } });
     let organizations: { apiKey: string }[] = [];
     try {
       await server.waitForReady(180_000);
@@ -362,7 +362,7 @@ describe('on the embedded database', () => {
     expect(existsSync(join(cwd, '.data/pglite', LOCK_FILE))).toBe(false);
 
     // What the command wrote is what the next server serves.
-    const again = await spawnServer({ cwd, env: { REGISTRY_REFRESH_MS: '200' } });
+    const again = await spawnServer({ cwd, env: { API_KEY_REFRESH_MS: '200' } });
     try {
       await again.waitForReady(180_000);
       await waitForKey(again, organizations[0]?.apiKey ?? '');

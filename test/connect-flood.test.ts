@@ -19,7 +19,7 @@ const env = (extra: Record<string, string> = {}) => ({
   DATABASE_URL: url,
   // No tick during the measurement: what is counted is the requests' own cost.
   TICK_INTERVAL_MS: '3600000',
-  REGISTRY_REFRESH_MS: '3600000',
+  API_KEY_REFRESH_MS: '3600000',
   ...sandboxEnv(sandbox),
   XERO_AUTHORIZE_URL: `${sandbox.url}/identity/connect/authorize`,
   CONNECT_RATE_PER_MINUTE: '60',

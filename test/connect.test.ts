@@ -24,7 +24,7 @@ beforeAll(async () => {
     port,
     env: {
       DATABASE_URL: url,
-      REGISTRY_REFRESH_MS: '100',
+      API_KEY_REFRESH_MS: '100',
       TICK_INTERVAL_MS: '60000',
       // Every request here comes from one address: the per-address limit is tested on its own.
       CONNECT_RATE_PER_MINUTE: '1000000',

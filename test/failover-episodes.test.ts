@@ -74,7 +74,7 @@ describe('a failover episode', () => {
   it('a database that stays read-only: one warning, damped disposals, a summary with counts', async () => {
     const url = await freshDatabase(primary);
     const dbName = new URL(url).pathname.slice(1);
-    const server = await spawnServer({ env: { DATABASE_URL: url, REGISTRY_REFRESH_MS: '200' } });
+    const server = await spawnServer({ env: { DATABASE_URL: url, API_KEY_REFRESH_MS: '200' } });
     try {
       await server.waitForReady();
       const org = await createOrg(url, 'Read-only Ltd');
@@ -221,7 +221,7 @@ describe('a failover episode', () => {
   it('a database that goes away and comes back: the api-key index refresh warns, nothing logs an error', async () => {
     const own = await startCluster();
     const server = await spawnServer({
-      env: { DATABASE_URL: own.url(), REGISTRY_REFRESH_MS: '100', PROBE_TIMEOUT_MS: '1000' },
+      env: { DATABASE_URL: own.url(), API_KEY_REFRESH_MS: '100', PROBE_TIMEOUT_MS: '1000' },
     });
     try {
       await server.waitForReady();

@@ -59,7 +59,7 @@ beforeAll(async () => {
   server = await spawnServer({
     env: {
       DATABASE_URL: url,
-      REGISTRY_REFRESH_MS: '100',
+      API_KEY_REFRESH_MS: '100',
       TICK_INTERVAL_MS: '3600000',
       ...sandboxEnv(sandbox),
     },

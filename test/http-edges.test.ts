@@ -25,7 +25,7 @@ beforeAll(async () => {
       const url = await freshDatabase(cluster);
       const server = await spawnServer({
         ...runtimes[name],
-        env: { DATABASE_URL: url, REGISTRY_REFRESH_MS: '100' },
+        env: { DATABASE_URL: url, API_KEY_REFRESH_MS: '100' },
       });
       servers[name] = server;
       await server.waitForReady();

@@ -225,7 +225,7 @@ describe('Node', () => {
       HTTP_HEADERS_TIMEOUT_MS: '2000',
       HTTP_REQUEST_TIMEOUT_MS: '2000',
       HTTP_IDLE_TIMEOUT_MS: '60000',
-      REGISTRY_REFRESH_MS: '100',
+      API_KEY_REFRESH_MS: '100',
     });
     const slow = await drip(server.port, slowInvoiceHead(await withKey(server)), () => 'x', 200);
     const ms = await closedWithin(slow.socket, 8000);
@@ -266,7 +266,7 @@ describe('Bun', () => {
       HTTP_HEADERS_TIMEOUT_MS: '2000',
       HTTP_REQUEST_TIMEOUT_MS: '2000',
       HTTP_IDLE_TIMEOUT_MS: '60000',
-      REGISTRY_REFRESH_MS: '100',
+      API_KEY_REFRESH_MS: '100',
     });
     expect(server.logs.find((l) => l.msg === 'http limits')).toMatchObject({ request_timeout_ms: 2000 });
     const slow = await drip(server.port, slowInvoiceHead(await withKey(server)), () => 'x', 200);

@@ -17,7 +17,7 @@ let db: pg.Pool;
 beforeAll(async () => {
   cluster = await startCluster();
   url = await freshDatabase(cluster);
-  server = await spawnServer({ env: { DATABASE_URL: url, REGISTRY_REFRESH_MS: '100' } });
+  server = await spawnServer({ env: { DATABASE_URL: url, API_KEY_REFRESH_MS: '100' } });
   await server.waitForReady();
   keyA = (await createOrg(url, 'A')).apiKey;
   keyB = (await createOrg(url, 'B')).apiKey;

@@ -138,7 +138,7 @@ describe('GET /metrics', () => {
         METRICS_TOKEN: TOKEN,
         POOL_MAX: '2',
         POOL_MAX_LIFETIME_S: '1',
-        REGISTRY_REFRESH_MS: '200',
+        API_KEY_REFRESH_MS: '200',
       },
     });
     const locker = new pg.Client(url);

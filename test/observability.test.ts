@@ -39,7 +39,7 @@ describe('request ids, error fields and error tracking', () => {
       env: {
         DATABASE_URL: url,
         SENTRY_DSN: sentry.dsn,
-        REGISTRY_REFRESH_MS: '200',
+        API_KEY_REFRESH_MS: '200',
         TICK_INTERVAL_MS: '300',
         ...sandboxEnv(sandbox),
       },

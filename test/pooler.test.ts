@@ -95,7 +95,7 @@ describe.skipIf(missing)('PgBouncer in front of the server', () => {
   it('transaction mode: 20 concurrent invoice POSTs never answer 500, and store every invoice once', async () => {
     const database = await freshDatabase();
     const server = await spawnServer({
-      env: { DATABASE_URL: transaction.url(database), POOL_MAX: '20', REGISTRY_REFRESH_MS: '100' },
+      env: { DATABASE_URL: transaction.url(database), POOL_MAX: '20', API_KEY_REFRESH_MS: '100' },
     });
     try {
       await server.waitForReady();
@@ -157,7 +157,7 @@ describe.skipIf(missing)('PgBouncer in front of the server', () => {
   it('session mode: boots, keeps named statements, and answers concurrent POSTs', async () => {
     const database = await freshDatabase();
     const server = await spawnServer({
-      env: { DATABASE_URL: session.url(database), POOL_MAX: '20', REGISTRY_REFRESH_MS: '100' },
+      env: { DATABASE_URL: session.url(database), POOL_MAX: '20', API_KEY_REFRESH_MS: '100' },
     });
     try {
       await server.waitForReady();
@@ -181,7 +181,7 @@ describe.skipIf(missing)('PgBouncer in front of the server', () => {
         DATABASE_URL: transaction.url(database),
         DATABASE_POOLER: 'session',
         POOL_MAX: '20',
-        REGISTRY_REFRESH_MS: '100',
+        API_KEY_REFRESH_MS: '100',
       },
     });
     try {
@@ -204,7 +204,7 @@ describe.skipIf(missing)('PgBouncer in front of the server', () => {
       env: {
         DATABASE_URL: transaction.url(database),
         DATABASE_POOLER: 'transaction',
-        REGISTRY_REFRESH_MS: '100',
+        API_KEY_REFRESH_MS: '100',
       },
     });
     try {

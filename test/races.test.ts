@@ -125,7 +125,7 @@ describe('races', () => {
     const org = await createOrganization(handle.db, 'Deleted Soon Ltd');
     // The index loads at boot and not again during the test: it still holds the key.
     const server: ServerProcess = await spawnServer({
-      env: { DATABASE_URL: url, REGISTRY_REFRESH_MS: '3600000' },
+      env: { DATABASE_URL: url, API_KEY_REFRESH_MS: '3600000' },
     });
     try {
       await server.waitForReady();

@@ -96,7 +96,7 @@ describe('secrets', () => {
       XERO_CLIENT_ID: 'leak-check-client',
       XERO_CLIENT_SECRET: xeroSecret,
       TICK_INTERVAL_MS: '300',
-      REGISTRY_REFRESH_MS: '200',
+      API_KEY_REFRESH_MS: '200',
       LOG_LEVEL: 'debug',
     };
     const server = await spawnServer({ env });

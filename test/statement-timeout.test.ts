@@ -15,7 +15,7 @@ beforeAll(async () => {
   cluster = await startCluster();
   url = await freshDatabase(cluster);
   server = await spawnServer({
-    env: { DATABASE_URL: url, REGISTRY_REFRESH_MS: '100', STATEMENT_TIMEOUT_MS: '300' },
+    env: { DATABASE_URL: url, API_KEY_REFRESH_MS: '100', STATEMENT_TIMEOUT_MS: '300' },
   });
   await server.waitForReady();
 });

@@ -57,7 +57,7 @@ describe.each(Object.keys(runtimes) as (keyof typeof runtimes)[])('%s on Postgre
   let apiKey: string;
   beforeAll(async () => {
     const url = await freshDatabase(cluster);
-    server = await spawnServer({ ...runtimes[name], env: { DATABASE_URL: url, REGISTRY_REFRESH_MS: '100' } });
+    server = await spawnServer({ ...runtimes[name], env: { DATABASE_URL: url, API_KEY_REFRESH_MS: '100' } });
     await server.waitForReady();
     apiKey = (await createOrg(url, 'Surrogates Ltd')).apiKey;
     await waitForKey(server, apiKey);

@@ -45,7 +45,7 @@ describe('tracing', () => {
         OTEL_EXPORTER_OTLP_ENDPOINT: sink.endpoint,
         OTEL_SERVICE_NAME: 'honest-health-test',
         OTEL_BSP_SCHEDULE_DELAY: '100',
-        REGISTRY_REFRESH_MS: '200',
+        API_KEY_REFRESH_MS: '200',
         TICK_INTERVAL_MS: '300',
         ...sandboxEnv(sandbox),
       },

@@ -140,7 +140,7 @@ describe('grants fail one at a time', () => {
     const lost = await createSecretBox(lostKey);
     const plain = await sealUnder(db, box, lost, broken.grantId);
     await allDue(db);
-    // First in the batch's order, where it used to stop every grant after it.
+    // First in the batch's order, where a failure that ended the batch would stop every grant after it.
     await db.execute(
       sql`UPDATE xero_grants SET access_expires_at = now() + interval '2 minutes' WHERE id = ${broken.grantId}`,
     );

@@ -19,7 +19,7 @@ export const LAST_USED_RESOLUTION_MS = 60_000;
 /**
  * The active API keys that ingress authenticates against, keyed by hash. Loaded at boot (a hard step:
  * a server that cannot authenticate anyone must not report ready) and reloaded every
- * REGISTRY_REFRESH_MS, which bounds how long a revoked key keeps working on any replica or isolate.
+ * API_KEY_REFRESH_MS, which bounds how long a revoked key keeps working on any replica or isolate.
  * Each reload first writes last_used_at for the keys used since the one before.
  */
 export class ApiKeyIndex {

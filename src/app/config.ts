@@ -1,4 +1,4 @@
-import { type Env, int, parseEnv } from '@honest-health/platform';
+import { type DeprecatedVariable, type Env, int, parseEnv, renameVariables } from '@honest-health/platform';
 import {
   _default,
   object,
@@ -21,7 +21,7 @@ export interface AppConfig {
   previousTokenEncryptionKeys: string[];
   xero: XeroConfig;
   tickIntervalMs: number;
-  /** How often the API-key index reloads (REGISTRY_REFRESH_MS): how long a revoked key keeps working. */
+  /** How often the API keys are reloaded (API_KEY_REFRESH_MS): how long a revoked key keeps working. */
   apiKeyRefreshMs: number;
   pushMaxAttempts: number;
   pushBatchSize: number;
@@ -36,6 +36,8 @@ export interface AppConfig {
   refreshKeepAliveMs: number;
   limits: ApiLimits;
   webhooks: WebhookConfig;
+  /** Variables set under an old name, for a warning at boot. */
+  deprecatedVariables: DeprecatedVariable[];
 }
 
 /** Webhook deliveries (docs/api.md, "Webhooks"). */
@@ -58,7 +60,7 @@ export interface ApiLimits {
   maxPendingBytes: number;
   maxPendingConnectFlows: number;
   /** Request-body bytes being read or handled at once in this process or isolate. */
-  bodyBudgetBytes: number;
+  bodiesMaxBytes: number;
   /** What one client address may ask of the unauthenticated connect pages. */
   clientRate: { perMinute: number; burst: number };
 }
@@ -132,7 +134,7 @@ const schema = object({
   XERO_CLIENT_SECRET: optional(string()),
   XERO_TIMEOUT_MS: int(100, 120_000, 10_000),
   TICK_INTERVAL_MS: int(100, 3_600_000, 60_000),
-  REGISTRY_REFRESH_MS: int(100, 3_600_000, 5000),
+  API_KEY_REFRESH_MS: int(100, 3_600_000, 5000),
   PUSH_MAX_ATTEMPTS: int(1, 1000, 12),
   PUSH_BATCH_SIZE: int(1, 1000, 50),
   // The invoices' JSON text one claim returns, at most: neon-http answers at most 10 MB, and the text
@@ -159,7 +161,7 @@ const schema = object({
   ORG_MAX_PENDING_CONNECT_FLOWS: int(1, 10_000, 20),
   // At least one largest body (1 MiB). 8 MiB by default: a MiB in flight costs 3 to 4 MiB of memory
   // (bench:ingress rss_per_inflight_mib), and a Worker isolate has 128 MB.
-  REQUEST_BODY_BUDGET_BYTES: int(1_048_576, 4_294_967_296, 8_388_608),
+  REQUEST_BODIES_MAX_BYTES: int(1_048_576, 4_294_967_296, 8_388_608),
   CONNECT_RATE_PER_MINUTE: int(1, 6_000_000, 60),
   CONNECT_RATE_BURST: int(1, 1_000_000, 20),
   WEBHOOK_ALLOW_INSECURE: _default(
@@ -225,8 +227,18 @@ const schema = object({
   }),
 );
 
+/**
+ * Old names still read for one release, with a warning: "registry" and "budget" each meant two things
+ * (ARCHITECTURE.md, glossary).
+ */
+export const RENAMED_VARIABLES = {
+  REGISTRY_REFRESH_MS: 'API_KEY_REFRESH_MS',
+  REQUEST_BODY_BUDGET_BYTES: 'REQUEST_BODIES_MAX_BYTES',
+} as const;
+
 export function loadAppConfig(env: Env): AppConfig {
-  const e = parseEnv(schema, env);
+  const renamed = renameVariables(env, RENAMED_VARIABLES);
+  const e = parseEnv(schema, renamed.env, renamed.problems);
   return {
     tokenEncryptionKey: e.TOKEN_ENCRYPTION_KEY,
     previousTokenEncryptionKeys: e.TOKEN_ENCRYPTION_KEYS_PREVIOUS,
@@ -241,7 +253,7 @@ export function loadAppConfig(env: Env): AppConfig {
       timeoutMs: e.XERO_TIMEOUT_MS,
     },
     tickIntervalMs: e.TICK_INTERVAL_MS,
-    apiKeyRefreshMs: e.REGISTRY_REFRESH_MS,
+    apiKeyRefreshMs: e.API_KEY_REFRESH_MS,
     pushMaxAttempts: e.PUSH_MAX_ATTEMPTS,
     pushBatchSize: e.PUSH_BATCH_SIZE,
     pushClaimMaxPayloadBytes: e.PUSH_CLAIM_MAX_PAYLOAD_BYTES,
@@ -258,7 +270,7 @@ export function loadAppConfig(env: Env): AppConfig {
       maxPendingInvoices: e.ORG_MAX_PENDING_INVOICES,
       maxPendingBytes: e.ORG_MAX_PENDING_BYTES,
       maxPendingConnectFlows: e.ORG_MAX_PENDING_CONNECT_FLOWS,
-      bodyBudgetBytes: e.REQUEST_BODY_BUDGET_BYTES,
+      bodiesMaxBytes: e.REQUEST_BODIES_MAX_BYTES,
       clientRate: { perMinute: e.CONNECT_RATE_PER_MINUTE, burst: e.CONNECT_RATE_BURST },
     },
     webhooks: {
@@ -269,5 +281,6 @@ export function loadAppConfig(env: Env): AppConfig {
       maxResponseBytes: e.WEBHOOK_MAX_RESPONSE_BYTES,
       secretOverlapMs: e.WEBHOOK_SECRET_OVERLAP_MS,
     },
+    deprecatedVariables: renamed.deprecated,
   };
 }

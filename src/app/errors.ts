@@ -35,7 +35,7 @@ export function refusedInput(err: unknown): ApiError | undefined {
 
 /**
  * SQLSTATE 23503 on a row's organization_id: the organization was deleted while this process's key
- * index still held its key (until the next REGISTRY_REFRESH_MS). The key no longer authenticates
+ * index still held its key (until the next API_KEY_REFRESH_MS). The key no longer authenticates
  * anyone: a 401, as after the refresh.
  */
 export function organizationGone(err: unknown): ApiError | undefined {

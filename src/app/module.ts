@@ -41,6 +41,8 @@ export async function buildHonestHealth(
   // Development mode says it in its own line, with the rest of what it set up.
   { announceDevelopmentKey = true } = {},
 ): Promise<{ app: AppInstance<AuthEnv>; box: SecretBox }> {
+  for (const d of config.deprecatedVariables)
+    log.warn('a variable is set under its old name; rename it', { ...d });
   let tokenKey = config.tokenEncryptionKey;
   if (tokenKey === undefined) {
     // Configuration allows this only with the embedded database, which Workers never use.

@@ -60,7 +60,7 @@ export function appRoutes({
       maxPendingInvoices: limits.maxPendingInvoices,
       maxPendingBytes: limits.maxPendingBytes,
       // Built once per process or isolate, as these routes are: the budget is theirs together.
-      bodyBudget: new BodyBudget(limits.bodyBudgetBytes),
+      bodyBudget: new BodyBudget(limits.bodiesMaxBytes),
     }),
   );
   api.route('/connections', connectionRoutes({ xero, box, log, pushTick }));

@@ -114,4 +114,40 @@ describe('configuration', () => {
       database: { driver: 'pglite' },
     });
   });
+
+  it('reads a renamed variable under its old name for one release, and says so', () => {
+    const old = loadAppConfig({ REGISTRY_REFRESH_MS: '250', REQUEST_BODY_BUDGET_BYTES: '2097152' });
+    expect(old.apiKeyRefreshMs).toBe(250);
+    expect(old.limits.bodiesMaxBytes).toBe(2_097_152);
+    expect(old.deprecatedVariables).toEqual([
+      { variable: 'REGISTRY_REFRESH_MS', use: 'API_KEY_REFRESH_MS' },
+      { variable: 'REQUEST_BODY_BUDGET_BYTES', use: 'REQUEST_BODIES_MAX_BYTES' },
+    ]);
+    // Both names with one value: no conflict, still a warning.
+    const both = loadAppConfig({ REGISTRY_REFRESH_MS: '250', API_KEY_REFRESH_MS: '250' });
+    expect(both.apiKeyRefreshMs).toBe(250);
+    expect(both.deprecatedVariables).toHaveLength(1);
+    expect(loadAppConfig({ API_KEY_REFRESH_MS: '250' }).deprecatedVariables).toEqual([]);
+    // An old name's bad value is named by the new name, which is what the operator should set.
+    expect(() => loadAppConfig({ REGISTRY_REFRESH_MS: 'soon' })).toThrow(
+      /API_KEY_REFRESH_MS must be an integer/,
+    );
+  });
+
+  it('fails on an old and a new name that disagree, naming both with the other problems, never a value', () => {
+    let error: unknown;
+    try {
+      loadAppConfig({ REGISTRY_REFRESH_MS: '250', API_KEY_REFRESH_MS: '999', PUSH_BATCH_SIZE: '0' });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const { problems, message } = error as ConfigError;
+    expect(problems).toHaveLength(2);
+    expect(problems[0]).toBe(
+      'REGISTRY_REFRESH_MS is the old name of API_KEY_REFRESH_MS, which is set to another value: set only API_KEY_REFRESH_MS',
+    );
+    expect(problems[1]).toMatch(/^PUSH_BATCH_SIZE /);
+    expect(message).not.toMatch(/250|999/);
+  });
 });

@@ -155,7 +155,7 @@ describe('docs/configuration.md', () => {
       'METRICS_TOKEN',
       'OTEL_TRACES_SAMPLER',
       'FLY_MACHINE_ID',
-      'WORKER_GZIP_BUDGET_KIB',
+      'WORKER_GZIP_MAX_KIB',
     ]) {
       expect(variables.has(name), name).toBe(true);
     }

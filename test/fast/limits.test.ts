@@ -73,7 +73,7 @@ describe('the per-key rate (GCRA)', () => {
       maxPendingInvoices: 10_000,
       maxPendingBytes: 1024 * 1024 * 1024,
       maxPendingConnectFlows: 20,
-      bodyBudgetBytes: 8 * 1024 * 1024,
+      bodiesMaxBytes: 8 * 1024 * 1024,
       clientRate: { perMinute: 60, burst: 20 },
     });
   });

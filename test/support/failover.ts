@@ -360,7 +360,7 @@ export function serverEnv(
   const env: Record<string, string> = {
     DATABASE_URL: url,
     DATABASE_DRIVER: driver,
-    REGISTRY_REFRESH_MS: '200',
+    API_KEY_REFRESH_MS: '200',
     POOL_MAX: '4',
     TOKEN_ENCRYPTION_KEY,
     ...extra,

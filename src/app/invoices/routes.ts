@@ -23,7 +23,7 @@ export interface InvoiceRoutesDeps {
   maxPendingInvoices?: number;
   /** ORG_MAX_PENDING_BYTES. */
   maxPendingBytes?: number;
-  /** REQUEST_BODY_BUDGET_BYTES: the bodies of every POST in flight in this process or isolate. */
+  /** REQUEST_BODIES_MAX_BYTES: the bodies of every POST in flight in this process or isolate. */
   bodyBudget?: BodyBudget;
 }
 

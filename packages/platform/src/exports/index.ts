@@ -63,6 +63,7 @@ export {
   type DatabaseConfig,
   type DatabasePooler,
   DEFAULT_PGLITE_DIR,
+  type DeprecatedVariable,
   defaultBindHost,
   type Env,
   int,
@@ -70,6 +71,8 @@ export {
   loadConfig,
   type NetworkDriver,
   parseEnv,
+  type RenamedVariables,
+  renameVariables,
 } from '../util/config.js';
 export {
   causeChain,

@@ -13,7 +13,7 @@ import type { MetricsRegistry } from './registry.js';
 // label is listed in docs/observability.md (Metrics); keep the two in step.
 
 // The `cause` label of a disposal, by who asked for it. `other` stays in the label set (it is in the
-// documented series, starting at 0) although no typed cause maps to it any more.
+// documented series, starting at 0) although no typed cause maps to it.
 const DISPOSAL_LABELS = {
   probe: 'probe_read_only',
   tick: 'tick_poison',

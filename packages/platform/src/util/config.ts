@@ -166,14 +166,64 @@ export type Env = Record<string, string | undefined>;
  * export const loadShopConfig = (env: Env) => parseEnv(shopSchema, env);
  * ```
  */
-export function parseEnv<S extends ZodMiniType>(schema: S, env: Env): output<S> {
-  // An empty variable means unset: container platforms often export `FOO=` for absent values.
-  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
-  const parsed = validate(schema, present);
-  if (!parsed.success) {
-    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`));
-  }
+export function parseEnv<S extends ZodMiniType>(
+  schema: S,
+  env: Env,
+  problems: readonly string[] = [],
+): output<S> {
+  const parsed = validate(schema, present(env));
+  const all = [
+    ...problems,
+    ...(parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`)),
+  ];
+  if (all.length > 0 || !parsed.success) throw new ConfigError(all);
   return parsed.data;
+}
+
+// An empty variable means unset: container platforms often export `FOO=` for absent values.
+const present = (env: Env): Env =>
+  Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+
+/** Variables given new names, old name to new: the old one is still read for one release. */
+export type RenamedVariables = Readonly<Record<string, string>>;
+
+/** A variable set under its old name: what the operator should rename it to. */
+export interface DeprecatedVariable {
+  variable: string;
+  use: string;
+}
+
+/**
+ * The environment with each old name's value under its new name. An old name set alone is used and
+ * reported in `deprecated` (to log a warning); set beside its new name with another value, it is a
+ * problem (for `parseEnv`), since either choice would silently ignore what an operator wrote.
+ *
+ * @example
+ * ```ts
+ * const renamed = renameVariables(env, { CART_TTL: 'CART_TTL_MS' });
+ * const e = parseEnv(shopSchema, renamed.env, renamed.problems);
+ * for (const d of renamed.deprecated) log.warn('deprecated variable', { ...d });
+ * ```
+ */
+export function renameVariables(
+  env: Env,
+  renamed: RenamedVariables,
+): { env: Env; deprecated: DeprecatedVariable[]; problems: string[] } {
+  const current = present(env);
+  const deprecated: DeprecatedVariable[] = [];
+  const problems: string[] = [];
+  for (const [variable, use] of Object.entries(renamed)) {
+    const old = current[variable];
+    if (old === undefined) continue;
+    delete current[variable];
+    if (current[use] === undefined) current[use] = old;
+    else if (current[use] !== old) {
+      problems.push(`${variable} is the old name of ${use}, which is set to another value: set only ${use}`);
+      continue;
+    }
+    deprecated.push({ variable, use });
+  }
+  return { env: current, deprecated, problems };
 }
 
 /** Runs every loader and reports the problems of all of them together. */
