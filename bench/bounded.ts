@@ -8,13 +8,13 @@
 // Reports, never fails. `npm run -s build && npx tsx bench/bounded.ts`.
 
 import pg from 'pg';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { floodConnect } from '../test/support/connect-flood.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { currentXid, rowsWrittenSince, seedHistory } from '../test/support/history.js';
 import { createOrg, waitForKey } from '../test/support/orgs.js';
 import { startCluster } from '../test/support/postgres.js';
 import { captureLog, connectedGrant, openDatabase, sandboxEnv, testBox } from '../test/support/ticks.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { bootToReady, stopServer } from './support/boot.js';
 import { cleanupAll, runBench, track } from './support/lifecycle.js';
 import { intEnv, printResults, progress, table } from './support/report.js';

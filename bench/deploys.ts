@@ -24,6 +24,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createLogger } from '@honest-health/platform';
 import pg from 'pg';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { createOrg, waitForKey } from '../test/support/orgs.js';
 import { type Cluster, startCluster } from '../test/support/postgres.js';
@@ -35,7 +36,6 @@ import {
   sandboxEnv,
   testBox,
 } from '../test/support/ticks.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { bootToReady, serverDump, stopServer, trackServer } from './support/boot.js';
 import { INVOICE } from './support/ingress-harness.js';
 import { cleanupAll, runBench, tempDir, track } from './support/lifecycle.js';

@@ -45,6 +45,7 @@ import { sql } from 'drizzle-orm';
 import { Logger, runMigrations } from 'graphile-worker';
 import pg from 'pg';
 import { PgBoss } from 'pg-boss';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { type Cluster, startCluster } from '../test/support/postgres.js';
 import { type ServerProcess, spawnServer } from '../test/support/server.js';
@@ -55,7 +56,6 @@ import {
   sandboxEnv,
   testBox,
 } from '../test/support/ticks.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { cpuSeconds, machineBusySeconds } from './support/cpu.js';
 import { type QueueChild, spawnQueueChild } from './support/queue-child.js';
 import { clusterCpuSeconds } from './support/queue-cpu.js';

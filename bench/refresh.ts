@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import type { Database } from '@honest-health/platform';
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import {
   dueGrantsQuery,
   KEEP_ALIVE_MS,
@@ -35,7 +36,6 @@ import {
   testBox,
   xeroConfigFor,
 } from '../test/support/ticks.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { intEnv, printResults, progress, table } from './support/report.js';
 
 const GRANTS = intEnv('BENCH_GRANTS', 1000);

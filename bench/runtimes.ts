@@ -11,11 +11,11 @@
 import { availableParallelism, loadavg } from 'node:os';
 import { resolve } from 'node:path';
 import type { Miniflare } from 'miniflare';
+import { startNeonProxy } from '../dev/neon-proxy/server.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { startCluster } from '../test/support/postgres.js';
 import { repoRoot, type ServerProcess, TEST_TOKEN_KEY } from '../test/support/server.js';
 import { captureLog, openDatabase } from '../test/support/ticks.js';
-import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { bootToReady, stopServer } from './support/boot.js';
 import { runBench, tempDir, track, untrack } from './support/lifecycle.js';
 import { describeRun, type LoadResult, pairedRatio, runLoad, summariseLoad } from './support/load.js';

@@ -23,6 +23,8 @@ import { availableParallelism, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Miniflare, RequestInit as MiniflareRequestInit } from 'miniflare';
 import pg from 'pg';
+import { startNeonProxy } from '../dev/neon-proxy/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { invoiceBody } from '../test/support/orgs.js';
 import { type Cluster, startCluster } from '../test/support/postgres.js';
@@ -36,8 +38,6 @@ import {
   sandboxEnv,
   testBox,
 } from '../test/support/ticks.js';
-import { startNeonProxy } from '../tools/neon-proxy/server.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { runBench, tempDir, track, untrack } from './support/lifecycle.js';
 import { intEnv, printResults, progress, table } from './support/report.js';
 import { median, percentile, round1, round2, round3 } from './support/stats.js';

@@ -16,6 +16,7 @@ import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Database } from '@honest-health/platform';
 import pg from 'pg';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from '../test/support/databases.js';
 import { startCluster } from '../test/support/postgres.js';
 import { repoRoot, type ServerProcess, spawnServer, TEST_TOKEN_KEY } from '../test/support/server.js';
@@ -28,7 +29,6 @@ import {
   sandboxEnv,
   testBox,
 } from '../test/support/ticks.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { intEnv, printResults, progress, table } from './support/report.js';
 
 const PUSHES = intEnv('BENCH_PUSHES', 3000);

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { expectFirstStartStoppedBySigint } from './support/first-start-signal.js';
 import { startHeartbeatSink } from './support/heartbeat-sink.js';

@@ -2,7 +2,7 @@
 // migrate the embedded database by accident, and the lock that keeps a second process off the
 // embedded database a running server holds. Most runs spawn the commands bundled once
 // (support/tools-bundle.ts); runs marked `tsx` go the way `npm run org:create` and `npm run db:migrate`
-// do (tsx on tools/*.ts), so each command's path through tsx is still covered.
+// do (tsx on cli/*.ts), so each command's path through tsx is still covered.
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -49,7 +49,7 @@ function cli(
   if (!options.tsx) return tools.run(tool, args, run);
   // The repository's tsconfig from any cwd: its paths resolve the platform to its sources, not the
   // dist/ an install of the package gets.
-  const script = resolve(repoRoot, `tools/${tool}.ts`);
+  const script = resolve(repoRoot, `cli/${tool}.ts`);
   return runFile(tsx, ['--tsconfig', resolve(repoRoot, 'tsconfig.json'), script, ...args], run);
 }
 
@@ -109,9 +109,9 @@ describe('usage errors', () => {
       scripts: Record<string, string>;
     };
     expect(pkg.scripts['deploy:workers']).toMatch(/^npm run db:migrate && /);
-    expect(pkg.scripts['db:migrate']).toBe('tsx tools/migrate.ts');
-    expect(pkg.scripts['org:list']).toBe('tsx tools/org.ts list');
-    expect(pkg.scripts['tokens:reseal']).toBe('tsx tools/tokens.ts reseal');
+    expect(pkg.scripts['db:migrate']).toBe('tsx cli/migrate.ts');
+    expect(pkg.scripts['org:list']).toBe('tsx cli/org.ts list');
+    expect(pkg.scripts['tokens:reseal']).toBe('tsx cli/tokens.ts reseal');
   });
 
   it.each([

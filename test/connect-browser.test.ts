@@ -3,7 +3,7 @@
 // the browser stores it, a stranger's browser, and a replayed link.
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { CHROMIUM_HINT, type Chromium, hasChromium, launchChromium } from './support/chromium.js';
 import { freshDatabase } from './support/databases.js';
 import { createOrg, waitForKey } from './support/orgs.js';

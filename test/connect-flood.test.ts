@@ -2,7 +2,7 @@
 // address (from a trusted proxy's header only when configured, else the socket), refuse malformed and
 // unknown links before any write, and a flood of unknown links costs the database next to nothing.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { floodConnect } from './support/connect-flood.js';
 import { freshDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';

@@ -1,7 +1,7 @@
 import { sha256Hex } from '@honest-health/platform/crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { Browser } from './support/browser.js';
 import { freshDatabase } from './support/databases.js';
 import { createOrg, invoiceBody, waitForKey } from './support/orgs.js';

@@ -9,7 +9,7 @@
 // (as with Neon's own pooler). The proxy discards a connection whose query failed, so every failed
 // write unpins one; the app's part is to answer 503 + Retry-After and to retry once.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type NeonProxy, startNeonProxy } from '../tools/neon-proxy/server.js';
+import { type NeonProxy, startNeonProxy } from '../dev/neon-proxy/server.js';
 import {
   bootDrill,
   type Drill,

@@ -1,7 +1,7 @@
-// A newcomer's first command (README, "First run"; src/app/dev/sandbox.ts): the built server started
-// in a fresh directory with nothing configured runs the bundled Xero sandbox in process, prints a
-// development organization's key once, and an invoice submitted with it ends `pushed`. With
-// DATABASE_URL or a XERO_* credential set, no sandbox starts.
+// A newcomer's first command (README, "Two commands"; dev/start.ts): `npm start` in a fresh directory
+// with nothing configured runs the Xero sandbox beside the server, prints a development
+// organization's key once, and an invoice submitted with it ends `pushed`. With DATABASE_URL or a
+// XERO_* credential set, no sandbox starts; the product alone (`node dist/node.js`) never has one.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';
 import type { Cluster } from './support/postgres.js';
-import { type LogLine, type ServerProcess, spawnServer } from './support/server.js';
+import { type LogLine, type ServerProcess, spawnServer, spawnStart } from './support/server.js';
 import { sharedCluster } from './support/shared-postgres.js';
 
 const dirs: string[] = [];
@@ -49,7 +49,7 @@ describe('npm start with nothing configured', () => {
     const cwd = freshDir();
     // Only what `npm start` in a shell would have: no DATABASE_URL, no TOKEN_ENCRYPTION_KEY, no XERO_*.
     const env = { TOKEN_ENCRYPTION_KEY: undefined };
-    const server = await spawnServer({ cwd, env, scanned: false });
+    const server = await spawnStart({ cwd, env, scanned: false });
     let key: string;
     try {
       await server.waitForReady(180_000);
@@ -69,7 +69,7 @@ describe('npm start with nothing configured', () => {
     }
 
     // The same directory again: a fresh in-memory sandbox, the same organization and key, no key shown.
-    const again = await spawnServer({ cwd, env, scanned: false });
+    const again = await spawnStart({ cwd, env, scanned: false });
     try {
       await again.waitForReady(180_000);
       const line = again.logs.find(developmentLine);
@@ -82,7 +82,7 @@ describe('npm start with nothing configured', () => {
   }, 400_000);
 
   it('a XERO_* credential set: no sandbox, whatever the database', async () => {
-    const server = await spawnServer({
+    const server = await spawnStart({
       cwd: freshDir(),
       env: {
         TOKEN_ENCRYPTION_KEY: undefined,
@@ -100,6 +100,19 @@ describe('npm start with nothing configured', () => {
   }, 200_000);
 });
 
+describe('the product alone', () => {
+  it('`node dist/node.js` with nothing configured runs no sandbox: Xero stays unconfigured', async () => {
+    const server = await spawnServer({ cwd: freshDir(), env: { TOKEN_ENCRYPTION_KEY: undefined } });
+    try {
+      await server.waitForReady(180_000);
+      expect(server.logs.some(developmentLine)).toBe(false);
+      expect(server.logs.some((l) => /Xero is not configured/.test(l.msg))).toBe(true);
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  }, 200_000);
+});
+
 describe('with DATABASE_URL set', () => {
   let cluster: Cluster;
   beforeAll(async () => {
@@ -111,7 +124,7 @@ describe('with DATABASE_URL set', () => {
 
   it('no sandbox starts and no organization is made: Xero stays unconfigured', async () => {
     const url = await freshDatabase(cluster);
-    const server = await spawnServer({ cwd: freshDir(), env: { DATABASE_URL: url } });
+    const server = await spawnStart({ cwd: freshDir(), env: { DATABASE_URL: url } });
     try {
       await server.waitForReady(60_000);
       expect(server.logs.some(developmentLine)).toBe(false);

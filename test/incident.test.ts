@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { type FaultProxy, startFaultProxy } from './support/fault-proxy.js';
 import { type Cluster, startCluster, startStandby, waitForReplay } from './support/postgres.js';
 import { spawnServer } from './support/server.js';

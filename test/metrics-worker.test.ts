@@ -9,8 +9,8 @@ import {
   startMiniflare,
   type WorkerBundle,
 } from '../bench/support/worker-bundle.js';
+import { startNeonProxy } from '../dev/neon-proxy/server.js';
 import { createOrganization } from '../src/app/organizations.js';
-import { startNeonProxy } from '../tools/neon-proxy/server.js';
 import { freshDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { parsePrometheus, sample } from './support/prometheus.js';

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { createOrg, waitForKey } from './support/orgs.js';
 import type { Cluster } from './support/postgres.js';

@@ -12,7 +12,7 @@ import {
 } from '@neondatabase/serverless';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { isLoopbackHost, type NeonProxy, startNeonProxy } from '../tools/neon-proxy/server.js';
+import { isLoopbackHost, type NeonProxy, startNeonProxy } from '../dev/neon-proxy/server.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 
 const FOREIGN_HOST = 'db.example.invalid';

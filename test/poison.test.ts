@@ -20,7 +20,7 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import ws from 'ws';
-import { type NeonProxy, startNeonProxy } from '../tools/neon-proxy/server.js';
+import { type NeonProxy, startNeonProxy } from '../dev/neon-proxy/server.js';
 import { type FaultProxy, startFaultProxy } from './support/fault-proxy.js';
 import { freePort } from './support/ports.js';
 import { type Cluster, runPgTool, startCluster, startStandby } from './support/postgres.js';

@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { createLogger } from '@honest-health/platform';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody, waitForKey } from './support/orgs.js';
 import type { Cluster } from './support/postgres.js';

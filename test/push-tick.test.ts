@@ -8,6 +8,7 @@ import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { AccessTokenCache } from '../src/app/connections/grants.js';
 import { refreshExpiringTokens } from '../src/app/connections/refresh-tokens.js';
 import { subWindows, XERO_BUDGET } from '../src/app/push/budget.js';
@@ -15,7 +16,6 @@ import { claimPushes } from '../src/app/push/claim.js';
 import { settlePushes } from '../src/app/push/settle.js';
 import { KEY_RESEND_WITHIN_MS, type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import {

@@ -10,13 +10,13 @@ import type { SecretBox } from '@honest-health/platform/crypto';
 import type { DatabaseHandle } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import {
   KEEP_ALIVE_MS,
   type RefreshTickDeps,
   refreshExpiringTokens,
 } from '../src/app/connections/refresh-tokens.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { sharedCluster } from './support/shared-postgres.js';

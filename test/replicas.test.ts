@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';

@@ -5,7 +5,7 @@ import { readTickHealth, recordTickFinish } from '@honest-health/platform/intern
 import { intervalMonitorConfig, TickMonitor } from '@honest-health/platform/internal/jobs/tick-monitor';
 import { disabledErrorTracker } from '@honest-health/platform/internal/util/error-tracking';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase, ownedDatabase } from './support/databases.js';
 import { HEARTBEAT_TEST_KEY, type HeartbeatSink, startHeartbeatSink } from './support/heartbeat-sink.js';
 import type { Cluster } from './support/postgres.js';

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { createOrg, waitForKey } from './support/orgs.js';
 import { type OtlpSink, type ReceivedSpan, startOtlpSink } from './support/otlp-sink.js';

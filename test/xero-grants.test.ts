@@ -7,6 +7,7 @@ import { sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import type { Organization } from '../src/app/api-key-index.js';
 import type { AuthEnv } from '../src/app/auth.js';
 import {
@@ -17,7 +18,6 @@ import {
 import { connectionRoutes } from '../src/app/connections/routes.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { sharedCluster } from './support/shared-postgres.js';

@@ -6,9 +6,9 @@
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Invoices as SdkInvoices, XeroClient } from 'xero-node';
+import { type RunningXeroSandbox, startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { toXeroInvoice } from '../src/app/invoices/xero-payload.js';
 import { authEventIdOf } from '../src/app/xero/client.js';
-import { type RunningXeroSandbox, startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { asSdkInvoice, stored } from './support/sdk-invoice.js';
 
 // openid-client and axios as xero-node resolves them (not dependencies of this project).

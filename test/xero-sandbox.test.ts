@@ -2,8 +2,8 @@
 // invoices with Idempotency-Key, rate limits, every fault kind, the control API and its stats.
 // (Its in-process use is tested in test/fast/xero-sandbox.test.ts.)
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type RunningXeroSandbox, startXeroSandbox } from '../tools/xero-sandbox/server.js';
-import type { SandboxStats } from '../tools/xero-sandbox/stats.js';
+import { type RunningXeroSandbox, startXeroSandbox } from '../dev/xero-sandbox/server.js';
+import type { SandboxStats } from '../dev/xero-sandbox/stats.js';
 import { sandboxInvoice } from './support/sandbox-invoice.js';
 
 const CLIENT_ID = 'sandbox-client';

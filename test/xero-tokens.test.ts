@@ -9,6 +9,7 @@ import type { DatabaseHandle } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import type { Organization } from '../src/app/api-key-index.js';
 import type { AuthEnv } from '../src/app/auth.js';
 import { tokenContext } from '../src/app/connections/grants.js';
@@ -17,7 +18,6 @@ import { resealGrantTokens, resealRows } from '../src/app/connections/reseal.js'
 import { connectionRoutes } from '../src/app/connections/routes.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import { startXeroSandbox } from '../tools/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { sharedCluster } from './support/shared-postgres.js';

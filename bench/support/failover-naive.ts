@@ -71,8 +71,8 @@ export function patchNaive(root: string): string[] {
 }
 
 /**
- * Copies what the build needs (src/, packages/platform/, tools/: the build script and the development
- * mode's Xero sandbox, package.json) from `repo`
+ * Copies what the build needs (src/, packages/platform/, tools/: the build script; the product
+ * imports nothing from dev/ or cli/, package.json) from `repo`
  * into `dir`, links node_modules, applies the naive patches and builds. Returns the naive `dist/node.js`.
  */
 export function buildNaiveCopy(repo: string, dir: string): { entry: string; applied: string[] } {

@@ -32,8 +32,8 @@ export const honestHealth: AppModule<AppConfig, AuthEnv> = {
 };
 
 /**
- * Builds the app. `xeroFetch` is how it reaches Xero: the development wiring passes its in-process
- * sandbox (src/app/dev/sandbox.ts), and takes the token box back to store the sandbox's grant.
+ * Builds the app. `xeroFetch` is how it reaches Xero (tests may pass a socket-less sandbox); the
+ * development wiring (dev/development.ts) takes the token box back to store the sandbox's grant.
  */
 export async function buildHonestHealth(
   config: AppConfig,

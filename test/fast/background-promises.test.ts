@@ -126,7 +126,7 @@ describe('background promises on Workers', () => {
 
   it('reads the sources the Worker entries reach', () => {
     expect(sources).toContain('src/app/connections/routes.ts');
-    expect(sources).toContain('packages/platform/src/lifecycle/isolate.ts');
+    expect(sources).toContain('packages/platform/src/runtimes/worker.ts');
     // Process-only code is not among them.
     expect(sources).not.toContain('packages/platform/src/lifecycle/process.ts');
   });

@@ -7,9 +7,11 @@
 //   `import type` included, read from the source text;
 // - a runtime entry (src/runtime/node.ts, bun.ts, worker.ts) imports only the platform's public
 //   entries and src/app/module.ts: it wires the platform's adapter to the app module and holds nothing
-//   else (Node and Bun wire src/app/dev/sandbox.ts instead: the same module plus the development
-//   sandbox, and the drivers the app offers, src/app/databases.ts);
-// - nothing the Workers entry reaches is under tools/ (the sandbox is for Node and Bun only).
+//   else (Node and Bun wire src/app/process-module.ts instead, the same module with its migrations,
+//   and the drivers the app offers, src/app/databases.ts);
+// - no runtime entry reaches dev/ (the Xero sandbox, the development mode that runs it) or cli/: the
+//   product's builds (dist/, the Worker bundles) hold no fake (test/product-bundles.test.ts reads the
+//   built files).
 // esbuild's metafile lists, for every file it reached, each import it kept with the file it resolved
 // to and its kind (import statement, re-export, dynamic import, require). Imports TypeScript erases
 // (`import type`, `export type`, `typeof import()`) never reach a bundle and are not listed; `tsc`
@@ -37,11 +39,11 @@ const RUNTIME_ENTRIES = [...PROCESS_ENTRIES, ...WORKER_ENTRIES];
 const APP_MODULE = 'src/app/module.ts';
 const PLATFORM = 'packages/platform/src';
 // Where the app and what runs it live: none may name the package's internals.
-const APP_DIRS = ['src', 'tools', 'bench'];
+const APP_DIRS = ['src', 'cli', 'dev', 'tools', 'bench'];
 // Tests may also use `@honest-health/platform/internal/*`.
 const TEST_DIRS = ['test'];
 const SELF = 'test/fast/boundaries.test.ts';
-const PROCESS_APP_MODULE = 'src/app/dev/sandbox.ts';
+const PROCESS_APP_MODULE = 'src/app/process-module.ts';
 // The drivers Node and Bun offer (the app chooses which; each is imported from its driver's entry).
 const PROCESS_DATABASES = 'src/app/databases.ts';
 
@@ -247,11 +249,14 @@ describe('import boundaries', () => {
     expect(await runtimeBeyondWiring(repoRoot, RUNTIME_ENTRIES)).toEqual([]);
   });
 
-  it('no Workers entry reaches tools/ (the development sandbox), Node does', async () => {
+  it('no runtime entry reaches dev/ (the Xero sandbox, development mode) or cli/; dev/start.ts does', async () => {
     const reached = async (entry: string) =>
-      (await importsFrom(repoRoot, [entry])).filter((i) => i.to.startsWith('tools/')).map((i) => i.to);
-    for (const entry of WORKER_ENTRIES) expect(await reached(entry)).toEqual([]);
-    expect(await reached('src/runtime/node.ts')).toContain('tools/xero-sandbox/app.ts');
+      (await importsFrom(repoRoot, [entry]))
+        .filter((i) => i.to.startsWith('dev/') || i.to.startsWith('cli/'))
+        .map((i) => i.to);
+    for (const entry of RUNTIME_ENTRIES) expect(await reached(entry)).toEqual([]);
+    // The check sees the sandbox where it is wired: development mode's entry, outside every build.
+    expect(await reached('dev/start.ts')).toContain('dev/xero-sandbox/server.ts');
   });
 
   it('the checks see static, re-exported, dynamic and nested imports, and resolve paths', async () => {
@@ -276,9 +281,9 @@ describe('import boundaries', () => {
         "import { hostname } from 'node:os';\nimport '../app/routes.js';\nimport '@honest-health/platform/internal/db/handle';\nhostname();\n",
       'src/runtime/worker.ts': "import './helper.js';\nimport 'hono';\n",
       'src/runtime/helper.ts': 'export {};\n',
-      // The Node/Bun module (the development sandbox) is refused to a Workers entry.
-      'src/runtime/worker-hyperdrive.ts': "import '../app/dev/sandbox.js';\n",
-      'src/app/dev/sandbox.ts': 'export {};\n',
+      // The Node/Bun module (the app with its migrations) is refused to a Workers entry.
+      'src/runtime/worker-hyperdrive.ts': "import '../app/process-module.js';\n",
+      'src/app/process-module.ts': 'export {};\n',
     };
     await inFixture(files, async (root) => {
       expect((await platformBeyondPackage(root)).sort()).toEqual([
@@ -291,7 +296,7 @@ describe('import boundaries', () => {
         'src/runtime/bun.ts -> @honest-health/platform/internal/db/handle (import-statement)',
         'src/runtime/bun.ts -> node:os (import-statement)',
         'src/runtime/bun.ts -> src/app/routes.ts (import-statement)',
-        'src/runtime/worker-hyperdrive.ts -> src/app/dev/sandbox.ts (import-statement)',
+        'src/runtime/worker-hyperdrive.ts -> src/app/process-module.ts (import-statement)',
         'src/runtime/worker.ts -> hono (import-statement)',
         'src/runtime/worker.ts -> src/runtime/helper.ts (import-statement)',
       ]);

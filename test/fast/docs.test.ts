@@ -68,10 +68,10 @@ const READ_PATTERNS = [
   /`([A-Z][A-Z0-9_]*_)\$\{/g,
 ];
 
-/** Every variable src/, packages/, tools/ and wrangler.toml's [vars] read. */
+/** Every variable src/, packages/, cli/, dev/, tools/ and wrangler.toml's [vars] read. */
 function variablesRead(): Map<string, string> {
   const found = new Map<string, string>();
-  for (const file of ['src', 'packages', 'tools'].flatMap((dir) => filesUnder(dir, CODE))) {
+  for (const file of ['src', 'packages', 'cli', 'dev', 'tools'].flatMap((dir) => filesUnder(dir, CODE))) {
     const text = read(file);
     const names = [
       ...schemaKeys(text),

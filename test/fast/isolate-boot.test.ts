@@ -1,4 +1,4 @@
-// The Worker's isolate boot (packages/platform/src/lifecycle/isolate.ts) without workerd or a database: a boot
+// The Worker's isolate boot (packages/platform/src/runtimes/worker.ts) without workerd or a database: a boot
 // that fails on its configuration runs once however many requests arrive together, is retried only
 // after its back-off (1 s, 5 s, then every 30 s), and meanwhile every request is answered at once.
 // test/worker.test.ts runs the same lifecycle in workerd against real databases.

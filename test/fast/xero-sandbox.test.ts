@@ -1,8 +1,8 @@
 // The Xero sandbox in process: the same app without a socket (what the fast layer's Xero calls use).
 // The rest of the sandbox is tested over real HTTP in test/xero-sandbox.test.ts.
 import { describe, expect, it } from 'vitest';
-import { createXeroSandbox } from '../../tools/xero-sandbox/app.js';
-import { inProcessFetch } from '../../tools/xero-sandbox/in-process.js';
+import { createXeroSandbox } from '../../dev/xero-sandbox/app.js';
+import { inProcessFetch } from '../../dev/xero-sandbox/in-process.js';
 import { sandboxInvoice } from '../support/sandbox-invoice.js';
 
 describe('in-process use', () => {
@@ -196,17 +196,18 @@ describe('the consent page (consentPage option)', () => {
     scope: 'offline_access accounting.invoices',
     state: 'the-state',
   });
-  const answer = (decision: string) => new URLSearchParams([...query, ['decision', decision]]).toString();
+  const answer = (decision: string) =>
+    new URLSearchParams([...query, ['decision', decision], ['tenant', 'new'], ['tenant_name', 'Fresh']]).toString();
   const form = { 'content-type': 'application/x-www-form-urlencoded' };
 
   it('shows the tenants and a form; "Allow access" redirects with a code, "Cancel" with access_denied', async () => {
     const { app, state } = createXeroSandbox({ consentPage: true });
     const fetchSandbox = inProcessFetch(app);
-    state.createTenant({ name: 'Books <&> Co' });
+    const books = state.createTenant({ name: 'Books <&> Co' });
     const page = await fetchSandbox(`/identity/connect/authorize?${query}`, { redirect: 'manual' });
     expect(page.status).toBe(200);
     const html = await page.text();
-    expect(html).toContain('<li>Books &lt;&amp;&gt; Co</li>');
+    expect(html).toContain(`value="${books.id}"> Books &#60;&#38;&#62; Co</label>`);
     expect(html).toContain('<input type="hidden" name="state" value="the-state">');
     expect(html).toMatch(/<button type="submit" name="decision" value="allow">Allow access<\/button>/);
     expect(state.stats.authorizations).toBe(0);

@@ -2,13 +2,26 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { freePort } from './ports.js';
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const serverEntry = resolve(repoRoot, 'dist/node.js');
 /** Node's flags in the Dockerfile's CMD (test/fast/deploy-config.test.ts holds them equal). */
 export const NODE_FLAGS = ['--enable-source-maps', '--max-semi-space-size=16'];
+/** `npm start`'s entry (after the build): development mode when nothing is configured, else dist/node.js. */
+export const startEntry = resolve(repoRoot, 'dev/start.ts');
+export const tsx = resolve(repoRoot, 'node_modules/.bin/tsx');
+/**
+ * tsx's arguments to run a TypeScript file of this repository from any cwd: the repository's tsconfig,
+ * whose paths resolve the platform to its sources.
+ */
+export const tsxArgs = (file: string, ...args: string[]) => [
+  '--tsconfig',
+  resolve(repoRoot, 'tsconfig.json'),
+  file,
+  ...args,
+];
 /** A fixed key for tests only: 32 bytes, base64. */
 export const TEST_TOKEN_KEY = Buffer.alloc(32, 7).toString('base64');
 
@@ -63,6 +76,20 @@ const live = new Set<ChildProcess>();
 process.on('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
+
+/**
+ * What `npm start` runs after its build: dev/start.ts with tsx's loader in the same process (so signals
+ * and the exit code are the server's own), from any cwd with the repository's tsconfig.
+ */
+export function spawnStart(options: Omit<SpawnOptions, 'command' | 'args'> = {}): Promise<ServerProcess> {
+  const loader = pathToFileURL(resolve(repoRoot, 'node_modules/tsx/dist/loader.mjs')).href;
+  return spawnServer({
+    ...options,
+    env: { TSX_TSCONFIG_PATH: resolve(repoRoot, 'tsconfig.json'), ...options.env },
+    command: process.execPath,
+    args: ['--enable-source-maps', '--import', loader, startEntry],
+  });
+}
 
 export async function spawnServer(options: SpawnOptions = {}): Promise<ServerProcess> {
   const port = options.port ?? (await freePort());

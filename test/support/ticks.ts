@@ -5,6 +5,7 @@ import { DatabaseHandle, migrate } from '@honest-health/platform/db';
 import { sql } from 'drizzle-orm';
 import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
+import type { startXeroSandbox } from '../../dev/xero-sandbox/server.js';
 import { chooseConnection } from '../../src/app/connections/choose.js';
 import { saveGrant } from '../../src/app/connections/grants.js';
 import type { RefreshTickDeps } from '../../src/app/connections/refresh-tokens.js';
@@ -14,7 +15,6 @@ import { createOrganization } from '../../src/app/organizations.js';
 import { XERO_BUDGET } from '../../src/app/push/budget.js';
 import type { PushTickDeps } from '../../src/app/push/tick.js';
 import { authEventIdOf, createXeroClient } from '../../src/app/xero/client.js';
-import type { startXeroSandbox } from '../../tools/xero-sandbox/server.js';
 import { TEST_TOKEN_KEY } from './server.js';
 
 export type Sandbox = Awaited<ReturnType<typeof startXeroSandbox>>;

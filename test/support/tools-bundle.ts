@@ -1,4 +1,4 @@
-// The operator's commands (tools/org.ts, migrate.ts, tokens.ts) bundled by the platform's build, as
+// The operator's commands (cli/org.ts, migrate.ts, tokens.ts) bundled by the platform's build, as
 // `npm run build` bundles the server: the same sources, started as plain `node <bundle>` without tsx
 // compiling the app's module graph again at every start. A test of how `npm run` itself starts them
 // spawns tsx (cli.test.ts does, once per command).
@@ -43,7 +43,7 @@ export async function bundleTools(): Promise<ToolsBundle> {
   const dir = mkdtempSync(join(repoRoot, 'node_modules/.cache-tools-bundle-'));
   await buildNodeApp({
     root: repoRoot,
-    entryPoints: { org: 'tools/org.ts', migrate: 'tools/migrate.ts', tokens: 'tools/tokens.ts' },
+    entryPoints: { org: 'cli/org.ts', migrate: 'cli/migrate.ts', tokens: 'cli/tokens.ts' },
     outdir: dir,
   });
   return {

@@ -1,4 +1,4 @@
-// Which database a Worker entry's isolate reaches, from its bindings (packages/platform/src/lifecycle/isolate-*.ts).
+// Which database a Worker entry's isolate reaches, from its bindings (packages/platform/src/runtimes/worker-*.ts).
 
 import { createLogger, loadConfig } from '@honest-health/platform';
 import { hyperdriveIsolateDatabase } from '@honest-health/platform/drivers/hyperdrive';

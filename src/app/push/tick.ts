@@ -87,7 +87,7 @@ export function looksUp(
   return Number(push.xero_key_generation) === 0 && age === null && push.status === 'failed';
 }
 
-// Waits Xero's documents leave to us (tools/xero-sandbox/README.md lists them): a 429 without
+// Waits Xero's documents leave to us (dev/xero-sandbox/README.md lists them): a 429 without
 // Retry-After, which Xero sends only for the minute and day limits.
 /** `concurrent`: one of the tenant's 5 calls in flight ends soon. */
 const CONCURRENT_RETRY_MS = 1000;

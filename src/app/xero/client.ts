@@ -346,7 +346,7 @@ async function classify(res: Response): Promise<PushOutcome> {
   await res.body?.cancel();
   // "If an idempotent request errors out internally, the error will be cached" (Xero's "Idempotent
   // requests" guide): a 500 is that internal error. A 502, 503 or 504 is taken to come from in front of
-  // the key (the guide is silent; tools/xero-sandbox/README.md), so a retry under the key may help.
+  // the key (the guide is silent; dev/xero-sandbox/README.md), so a retry under the key may help.
   return { kind: 'transient', reason: `Xero answered ${res.status}`, cached: res.status === 500 };
 }
 

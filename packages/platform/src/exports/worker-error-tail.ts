@@ -1,1 +1,1 @@
-export { createErrorTail, type TraceItemLike } from '../lifecycle/error-tail.js';
+export { createErrorTail, type TraceItemLike } from '../runtimes/worker-error-tail.js';

@@ -1,1 +1,1 @@
-export { sentryErrorTracking } from '../lifecycle/isolate-errors-sentry.js';
+export { sentryErrorTracking } from '../runtimes/worker-errors-sentry.js';

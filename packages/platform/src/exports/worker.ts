@@ -2,6 +2,6 @@ export {
   createIsolateHandlers,
   type ExecutionContextLike,
   type IsolateOptions,
-} from '../lifecycle/isolate.js';
-export type { Bindings, IsolateDatabase } from '../lifecycle/isolate-database.js';
-export { type IsolateErrorTracking, tailErrorTracking } from '../lifecycle/isolate-errors.js';
+} from '../runtimes/worker.js';
+export type { Bindings, IsolateDatabase } from '../runtimes/worker-database.js';
+export { type IsolateErrorTracking, tailErrorTracking } from '../runtimes/worker-errors.js';

@@ -1,7 +1,7 @@
 import type { CheckIn, ErrorTracker, MonitorConfig } from './error-tracking.js';
 import { redactParams } from './log.js';
 
-// Error reports as console lines, for a Tail Worker to send on (lifecycle/error-tail.ts): a Worker
+// Error reports as console lines, for a Tail Worker to send on (runtimes/worker-error-tail.ts): a Worker
 // bundle without an error-tracking SDK writes each report as one JSON line, and the Tail Worker
 // receives its console lines once the invocation ends (developers.cloudflare.com/workers/observability/logs/tail-workers/).
 

@@ -1,7 +1,7 @@
 import { neonConfig } from '@neondatabase/serverless';
 
 export interface NeonSettings {
-  /** The local Neon proxy (tools/neon-proxy) for development and tests, e.g. http://127.0.0.1:4444. */
+  /** The local Neon proxy (dev/neon-proxy) for development and tests, e.g. http://127.0.0.1:4444. */
   localProxy?: string;
 }
 

@@ -80,12 +80,12 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** "npm start", "node dist/node.js", "tsx tools/org.ts create": what the operator would recognise. */
+/** "npm start", "node dist/node.js", "tsx cli/org.ts create": what the operator would recognise. */
 function describeProcess(): string {
   const script = process.env.npm_lifecycle_event;
   if (script) return script === 'start' ? 'npm start' : `npm run ${script}`;
   return process.argv
     .slice(1, 3)
-    .map((a) => a.replace(/^.*\/(?=(dist|tools|src)\/)/, ''))
+    .map((a) => a.replace(/^.*\/(?=(dist|cli|dev|tools|src)\/)/, ''))
     .join(' ');
 }

@@ -1,2 +1,2 @@
 export { createHyperdriveDriver, type HyperdriveDriverOptions } from '../../db/drivers/hyperdrive.js';
-export { hyperdriveIsolateDatabase } from '../../lifecycle/isolate-hyperdrive.js';
+export { hyperdriveIsolateDatabase } from '../../runtimes/worker-hyperdrive.js';

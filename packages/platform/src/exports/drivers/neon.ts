@@ -1,3 +1,3 @@
 export { createNeonDriver } from '../../db/drivers/neon.js';
 export { neonDatabase } from '../../db/drivers/neon-database.js';
-export { neonIsolateDatabase } from '../../lifecycle/isolate-neon.js';
+export { neonIsolateDatabase } from '../../runtimes/worker-neon.js';

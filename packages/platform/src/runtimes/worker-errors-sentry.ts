@@ -1,5 +1,5 @@
 import { createErrorTracker, disabledErrorTracker } from '../util/error-tracking.js';
-import type { IsolateErrorTracking } from './isolate-errors.js';
+import type { IsolateErrorTracking } from './worker-errors.js';
 
 /**
  * Sentry's own SDK inside the bundle (createErrorTracker), with SENTRY_DSN among the Worker's secrets:

@@ -32,6 +32,9 @@ export async function startXeroSandbox(options: StartXeroSandboxOptions = {}): P
   const { port = 0, host = '127.0.0.1', ...sandboxOptions } = options;
   const { app, state } = createXeroSandbox(sandboxOptions);
   const server = createAdaptorServer({
+    // Left alone, @hono/node-server swaps the global Response for its own, which Bun.serve refuses:
+    // development mode on Bun serves the app and this sandbox in one process.
+    overrideGlobalObjects: false,
     fetch: async (request, env) => {
       const response = await app.fetch(request, env);
       if (!isDropped(response)) return response;

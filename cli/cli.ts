@@ -1,4 +1,4 @@
-// What the operator's commands (tools/org.ts, tools/migrate.ts) share: a usage error is one line on
+// What the operator's commands (cli/org.ts, cli/migrate.ts) share: a usage error is one line on
 // stderr and exit 2; any other failure is one line and exit 1; never a stack trace.
 
 import { ConfigError } from '@honest-health/platform';

@@ -1,11 +1,11 @@
 // Runs the local Neon proxy until SIGINT/SIGTERM:
-//   tsx tools/neon-proxy/cli.ts --upstream postgres://postgres@127.0.0.1:5432/postgres [--port 4444] [--host 127.0.0.1]
+//   tsx dev/neon-proxy/cli.ts --upstream postgres://postgres@127.0.0.1:5432/postgres [--port 4444] [--host 127.0.0.1]
 // Prints one JSON line: where it listens and the neonConfig settings that point the driver at it.
 import { parseArgs } from 'node:util';
 import { startNeonProxy } from './server.js';
 
 const USAGE =
-  'usage: tsx tools/neon-proxy/cli.ts --upstream postgres://user@127.0.0.1:5432/db [--port 4444] [--host 127.0.0.1]';
+  'usage: tsx dev/neon-proxy/cli.ts --upstream postgres://user@127.0.0.1:5432/db [--port 4444] [--host 127.0.0.1]';
 
 async function main(): Promise<void> {
   const { values } = parseArgs({

@@ -1,4 +1,4 @@
-// Runs the Xero sandbox until SIGINT/SIGTERM:  tsx tools/xero-sandbox/cli.ts [--port 4010] [--host 127.0.0.1]
+// Runs the Xero sandbox until SIGINT/SIGTERM:  tsx dev/xero-sandbox/cli.ts [--port 4010] [--host 127.0.0.1]
 // Prints one JSON line with its URLs and the test client's credentials. Development only.
 import { parseArgs } from 'node:util';
 import { startXeroSandbox } from './server.js';

@@ -1,6 +1,6 @@
 import { createNeonDriver } from '../db/drivers/neon.js';
 import { ConfigError } from '../util/config.js';
-import type { IsolateDatabase } from './isolate-database.js';
+import type { IsolateDatabase } from './worker-database.js';
 
 /**
  * Neon's serverless driver at DATABASE_URL: the app over WebSockets (or HTTP with

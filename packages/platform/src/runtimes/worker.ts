@@ -19,6 +19,8 @@ import type { MonitoredTick, TickHealthPolicy } from '../jobs/tick-health.js';
 import { loadTickHealthConfig, type TickHealthConfig } from '../jobs/tick-health-config.js';
 import { readTickHealth } from '../jobs/tick-health-store.js';
 import { intervalMonitorConfig, TickMonitor } from '../jobs/tick-monitor.js';
+import { createDatabases, type Databases } from '../lifecycle/databases.js';
+import { FollowUpRuns } from '../lifecycle/follow-up-runs.js';
 import { observeDatabase } from '../metrics/db-gauges.js';
 import { createGaugeRegistry } from '../metrics/gauges.js';
 import { createScrapeCache } from '../metrics/scrape-cache.js';
@@ -31,11 +33,9 @@ import { createLogger, type Logger } from '../util/log.js';
 import { withLogContext } from '../util/log-context.js';
 import { noTelemetry } from '../util/telemetry.js';
 import { withTimeout } from '../util/timeout.js';
-import { createDatabases, type Databases } from './databases.js';
-import { FollowUpRuns } from './follow-up-runs.js';
-import { bootCauseOf, IsolateBootError, RetryingBoot } from './isolate-boot.js';
-import type { Bindings, IsolateDatabase } from './isolate-database.js';
-import type { IsolateErrorTracking } from './isolate-errors.js';
+import { bootCauseOf, IsolateBootError, RetryingBoot } from './worker-boot.js';
+import type { Bindings, IsolateDatabase } from './worker-database.js';
+import type { IsolateErrorTracking } from './worker-errors.js';
 
 // The isolate lifecycle (Cloudflare Workers; ARCHITECTURE.md, "Workers"). There is no process to boot:
 // an isolate's first request builds the app once (configuration, the app module, the HTTP shell, the
@@ -81,9 +81,9 @@ interface Isolate<E extends AppEnv> {
  * errors.
  */
 export interface IsolateOptions {
-  /** The databases this bundle can reach, in order of precedence (isolate-database.ts). */
+  /** The databases this bundle can reach, in order of precedence (worker-database.ts). */
   databases: readonly IsolateDatabase[];
-  /** How this bundle reports errors and check-ins (isolate-errors.ts); unset: it does not. */
+  /** How this bundle reports errors and check-ins (worker-errors.ts); unset: it does not. */
   errorTracking?: IsolateErrorTracking;
 }
 

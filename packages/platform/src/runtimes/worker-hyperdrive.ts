@@ -3,7 +3,7 @@ import { asHyperdriveBinding } from '../db/drivers/hyperdrive-binding.js';
 import type { Config } from '../util/config.js';
 import { ConfigError } from '../util/config.js';
 import type { Logger } from '../util/log.js';
-import type { Bindings, IsolateDatabase } from './isolate-database.js';
+import type { Bindings, IsolateDatabase } from './worker-database.js';
 
 /**
  * node-postgres through `[[hyperdrive]]` bindings. Hyperdrive caches read queries by default (up to

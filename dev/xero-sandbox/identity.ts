@@ -1,8 +1,7 @@
 // The identity server: the authorize endpoint (which auto-approves, standing in for the user at the
-// consent screen, unless the consentPage option shows one), the token endpoint (authorization_code and
-// refresh_token grants) and revocation.
+// consent screen, unless the sandbox shows its consent page), the token endpoint (authorization_code and refresh_token grants) and revocation.
 import { type Context, Hono } from 'hono';
-import { consentPage } from './consent-page.js';
+import { CONSENT_FIELDS, consentPage, NEW_TENANT } from './consent.js';
 import { json, oauthError } from './errors.js';
 import { randomToken } from './ids.js';
 import { type GrantResult, parseScope } from './oauth.js';
@@ -59,8 +58,12 @@ const noStore = { 'cache-control': 'no-store', pragma: 'no-cache' };
 export function identityRoutes(state: SandboxState): Hono {
   const app = new Hono();
 
-  /** GET is the request; a POST is the consent page's answer (decision=allow|deny), carrying it back. */
-  const authorize = (c: Context, q: Record<string, string>, decision: 'allow' | 'deny' | 'ask') => {
+  type Consent = { deny: true } | { deny: false; tenantIds: string[] };
+
+  // The authorize request, from the query (GET) or from the consent page's form (POST). Without a
+  // consent yet, the consent page answers when the sandbox shows one and no plan is queued; else the
+  // queued plan (or the default tenants) stands in for the user's choice.
+  const authorize = (c: Context, q: Record<string, string>, consent: Consent | null) => {
     if (q.client_id !== state.client.clientId) {
       return json(400, {
         error: 'unauthorized_client',
@@ -85,21 +88,25 @@ export function identityRoutes(state: SandboxState): Hono {
     if (method !== null && method !== 'S256' && method !== 'plain') {
       return back({ error: 'invalid_request', error_description: 'code_challenge_method', state: q.state });
     }
-    if (decision === 'ask') {
-      const next = state.authorizePlans[0];
-      const ids =
-        next?.tenantIds ?? [...state.tenants.values()].filter((t) => t.connectOnAuthorize).map((t) => t.id);
-      const tenants = ids.flatMap((id) => {
-        const t = state.tenants.get(id);
-        return t ? [{ id, name: t.name }] : [];
-      });
-      c.header('cache-control', 'no-store');
-      return c.html(consentPage({ appName: state.providerName, query: q, scopes: requested, tenants }));
+    if (consent === null && state.options.consentPage && state.authorizePlans.length === 0) {
+      return c.html(
+        consentPage({
+          action: new URL(c.req.url).pathname,
+          params: q,
+          providerName: state.providerName,
+          tenants: [...state.tenants.values()],
+          suggestedName: `Sandbox organisation ${state.tenants.size + 1}`,
+        }),
+        200,
+        noStore,
+      );
     }
-    const plan = state.authorizePlans.shift() ?? { deny: false, tenantIds: null, grantScope: null };
-    if (plan.deny || decision === 'deny') return back({ error: 'access_denied', state: q.state });
+    const plan = consent ??
+      state.authorizePlans.shift() ?? { deny: false, tenantIds: null, grantScope: null };
+    if (plan.deny) return back({ error: 'access_denied', state: q.state });
     const tenantIds = (plan.tenantIds ?? state.defaultTenantIds()).filter((id) => state.tenants.has(id));
-    const scope = plan.grantScope ? parseScope(plan.grantScope) : requested;
+    const grantScope = 'grantScope' in plan ? plan.grantScope : null;
+    const scope = grantScope ? parseScope(grantScope) : requested;
     const code = state.identity.issueCode(
       {
         clientId: state.client.clientId,
@@ -116,16 +123,30 @@ export function identityRoutes(state: SandboxState): Hono {
     return back({ code, scope: scope.join(' '), state: q.state, session_state: randomToken(16) });
   };
 
-  app.get('/connect/authorize', (c) =>
-    authorize(c, c.req.query(), state.options.consentPage ? 'ask' : 'allow'),
-  );
+  app.get('/connect/authorize', (c) => authorize(c, c.req.query(), null));
 
+  // The consent page's answer: the request's parameters again, with the decision and the organisation.
   app.post('/connect/authorize', async (c) => {
     if (!state.options.consentPage) return c.notFound();
     const form = await readForm(c);
-    if (!form) return json(400, { error: 'invalid_request', error_description: 'not a consent form' });
-    const { decision, ...q } = Object.fromEntries(form);
-    return authorize(c, q, decision === 'allow' ? 'allow' : 'deny');
+    if (!form) return json(400, { error: 'invalid_request', error_description: 'form body expected' });
+    const q: Record<string, string> = {};
+    for (const [key, value] of form)
+      if (!Object.values(CONSENT_FIELDS).includes(key as never)) q[key] = value;
+    if (form.get(CONSENT_FIELDS.decision) !== 'allow') return authorize(c, q, { deny: true });
+    const chosen = form.get(CONSENT_FIELDS.tenant) ?? NEW_TENANT;
+    if (chosen !== NEW_TENANT && !state.tenants.has(chosen)) {
+      return json(400, { error: 'invalid_request', error_description: 'unknown organisation' });
+    }
+    const tenantId =
+      chosen === NEW_TENANT
+        ? state.createTenant({
+            name:
+              form.get(CONSENT_FIELDS.tenantName)?.trim() || `Sandbox organisation ${state.tenants.size + 1}`,
+            connectOnAuthorize: false,
+          }).id
+        : chosen;
+    return authorize(c, q, { deny: false, tenantIds: [tenantId] });
   });
 
   app.post('/connect/token', async (c) => {

@@ -1,7 +1,7 @@
 import { errorOfLine, parseErrorLine } from '../util/error-lines.js';
 import { createErrorTracker, type ErrorTracker } from '../util/error-tracking.js';
-import type { ExecutionContextLike } from './isolate.js';
-import type { Bindings } from './isolate-database.js';
+import type { ExecutionContextLike } from './worker.js';
+import type { Bindings } from './worker-database.js';
 
 /** What the handler reads of a Tail Worker's trace item (workerd's TraceItem). */
 export interface TraceItemLike {

@@ -63,7 +63,11 @@ export interface SandboxOptions {
   /** Name of the tenant an authorization creates when no tenant exists yet. */
   defaultTenantName?: string;
   user?: { email?: string; givenName?: string; familyName?: string };
-  /** Authorize shows a consent page whose "Allow access" approves (default: approves at once, 302). */
+  /**
+   * Show a person the consent page (pick or create the organisation, allow or cancel) at authorize,
+   * as Xero does; default false: each authorize is approved at once, for tests and scripts. A queued
+   * plan skips the page either way.
+   */
   consentPage?: boolean;
 }
 
