@@ -28,7 +28,6 @@ import { createEndpoint } from '../src/app/webhooks/endpoints.js';
 import { pinnedSender } from '../src/app/webhooks/pinned-send.js';
 import { pruneWebhooks } from '../src/app/webhooks/prune.js';
 import type { Sender } from '../src/app/webhooks/send.js';
-import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { freshDatabase } from './support/databases.js';
 import { type InProcessApp, startInProcess } from './support/in-process.js';
 import type { Cluster } from './support/postgres.js';

@@ -197,7 +197,12 @@ describe('the consent page (consentPage option)', () => {
     state: 'the-state',
   });
   const answer = (decision: string) =>
-    new URLSearchParams([...query, ['decision', decision], ['tenant', 'new'], ['tenant_name', 'Fresh']]).toString();
+    new URLSearchParams([
+      ...query,
+      ['decision', decision],
+      ['tenant', 'new'],
+      ['tenant_name', 'Fresh'],
+    ]).toString();
   const form = { 'content-type': 'application/x-www-form-urlencoded' };
 
   it('shows the tenants and a form; "Allow access" redirects with a code, "Cancel" with access_denied', async () => {
