@@ -2,6 +2,7 @@ import type { Database } from '@honest-health/platform';
 import { sql } from 'drizzle-orm';
 import { invoiceEventData, outbox } from '../webhooks/outbox.js';
 import type { BudgetGrant } from './claim.js';
+import { executeNamed } from './named.js';
 import { windowRemove } from './window-sql.js';
 
 /** What a push's row becomes; absent fields keep their value. */
@@ -50,7 +51,10 @@ export async function settlePushes(
     const back = i === 0 ? grants : [];
     const grant = <T>(pick: (g: BudgetGrant) => T) => sql.param(back.map(pick));
     const unused = (g: BudgetGrant) => Math.max(0, g.granted - (used.get(g.connectionId) ?? 0));
-    await db.execute(sql`
+    await executeNamed(
+      db,
+      'push_settle',
+      sql`
       WITH held AS (
         SELECT c.id FROM xero_connections c WHERE c.id = ANY(${grant((g) => g.connectionId)}::uuid[])
         ORDER BY c.id FOR UPDATE),
@@ -114,7 +118,8 @@ export async function settlePushes(
       died AS (SELECT * FROM settled WHERE status = 'dead'),
       ${outbox('pushed', 'pushed', 'invoice.pushed', invoiceEventData)},
       ${outbox('died', 'died', 'invoice.dead', invoiceEventData)}
-      SELECT count(*) FROM settled`);
+      SELECT count(*) FROM settled`,
+    );
   }
 }
 
