@@ -3,7 +3,7 @@ import { sql } from 'drizzle-orm';
 import { invoiceEventData, outbox } from '../webhooks/outbox.js';
 import type { BudgetGrant } from './claim.js';
 import { executeNamed } from './named.js';
-import { windowRemove } from './window-sql.js';
+import { slotsRemove, windowRemove } from './window-sql.js';
 
 /** What a push's row becomes; absent fields keep their value. */
 export interface Settlement {
@@ -60,7 +60,7 @@ export async function settlePushes(
         ORDER BY c.id FOR UPDATE),
       released AS (
         UPDATE xero_connections AS c SET
-          budget_slots = xero_budget_remove(c.budget_slots, v.slot_us, v.granted),
+          budget_slots = ${slotsRemove(sql`c.budget_slots`, sql`v.slot_us`, sql`v.granted`)},
           budget_minute_counts = ${windowRemove(sql`c.budget_minute_counts`, sql`c.budget_minute_at`, sql`v.minute_at`, sql`v.unused`)},
           budget_day_counts = ${windowRemove(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`v.day_at`, sql`v.unused`)}
         FROM unnest(
