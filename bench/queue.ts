@@ -317,6 +317,11 @@ async function queuePushes(client: pg.Client, layout: Layout): Promise<void> {
   }
 }
 
+/** No pushes, and none of what refers to them (retry keys; events, which organizations with endpoints get). */
+async function emptyQueue(client: pg.Client): Promise<void> {
+  await client.query('TRUNCATE invoice_pushes, invoice_push_retries, webhook_deliveries, webhook_events');
+}
+
 // --- ours, real --------------------------------------------------------------------------------------
 
 interface RealRun {
@@ -382,7 +387,7 @@ async function forgetBudget(client: pg.Client): Promise<void> {
 async function realRun(bench: Bench, batch: number, layout: Layout): Promise<RealRun> {
   const { client, sandbox } = bench;
   // The servers boot on an empty queue; the pushes arrive, all due, in one INSERT when the run starts.
-  await client.query('TRUNCATE invoice_pushes');
+  await emptyQueue(client);
   await forgetBudget(client);
   const env = {
     DATABASE_URL: bench.oursUrl,
@@ -521,7 +526,7 @@ const OURS_KEYS: Record<OursMode, string> = {
 
 async function oursNoop(bench: Bench, workers: QueueChild[], mode: OursMode): Promise<NoopRun> {
   const { client } = bench;
-  await client.query('TRUNCATE invoice_pushes');
+  await emptyQueue(client);
   await queuePushes(client, 'interleaved');
   const pids = () => workers.map((c) => c.child.pid);
   const mark = cpuMark(bench, pids());

@@ -246,6 +246,29 @@ describe('webhooks', () => {
     }
   });
 
+  it('writes no event for an organization without an endpoint enabled: nothing could ever read it', async () => {
+    const none = await connectedOrganization(handle.db, box, sandbox, 'No Endpoint Co');
+    const disabled = await connectedOrganization(handle.db, box, sandbox, 'Disabled Endpoint Co');
+    const rx = await receiver();
+    try {
+      const endpoint = await createEndpoint(handle.db, box, disabled.org.id, rx.url);
+      await handle.db.execute(
+        sql`UPDATE webhook_endpoints SET disabled_at = now() WHERE id = ${endpoint.id}`,
+      );
+      await queuePush(handle.db, none.org.id, 'no-endpoint');
+      await queuePush(handle.db, disabled.org.id, 'disabled-endpoint');
+      const tick = pushTickDeps(sandbox, box, log, { tokens: new AccessTokenCache() });
+      expect(await pushDueInvoices(handle.db, tick)).toMatchObject({ pushed: 2 });
+      const events = await handle.db.execute(
+        sql`SELECT count(*)::int AS n FROM webhook_events
+            WHERE organization_id IN (${none.org.id}, ${disabled.org.id})`,
+      );
+      expect((events as unknown as { rows: { n: number }[] }).rows[0]?.n).toBe(0);
+    } finally {
+      await rx.close();
+    }
+  });
+
   it('connection.needs_reauth once per connection it happens to, in the statement that marks it', async () => {
     const { org, connectionId, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Reauth Co');
     const rx = await receiver();

@@ -288,6 +288,39 @@ describe("a tenant's history", () => {
   }, 60_000);
 });
 
+describe("the claim's lease write", () => {
+  it('is a HOT update, even among pushes queued in bulk (full pages at the default fillfactor)', async () => {
+    const { connectionId } = await tenantWithQueue('Hot', 0);
+    await app.database.pool.query(
+      `INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload,
+                                   status, next_attempt_at)
+       SELECT c.organization_id, c.id, 'hot-' || k, 'test', '{"contact":{"name":"Customer"}}'::jsonb, 'queued',
+              now() - interval '1 hour' + k * interval '1 millisecond'
+       FROM xero_connections c, generate_series(1, 400) AS k WHERE c.id = $1`,
+      [connectionId],
+    );
+    const updates = async () => {
+      // Flushed at the end of this statement's transaction, read by the next one.
+      await app.database.pool.query('SELECT pg_stat_force_next_flush()');
+      const { rows } = await app.database.pool.query<{ upd: string; hot: string }>(
+        `SELECT n_tup_upd AS upd, n_tup_hot_upd AS hot FROM pg_stat_user_tables WHERE relname = 'invoice_pushes'`,
+      );
+      return { upd: Number(rows[0]?.upd), hot: Number(rows[0]?.hot) };
+    };
+    const before = await updates();
+    const { pushes } = await claimPushes(app.database.db, {
+      owner: 'hot',
+      leaseMs: 60_000,
+      batchSize: 5,
+      budget: XERO_BUDGET,
+      sends: { markerPrefix: 'https://example.com/invoices/', resendWithinMs: 300_000 },
+    });
+    expect(pushes).toHaveLength(5);
+    const after = await updates();
+    expect({ updated: after.upd - before.upd, hot: after.hot - before.hot }).toEqual({ updated: 5, hot: 5 });
+  });
+});
+
 describe('many tenants with work', () => {
   it('a claim looks at a bounded number of them, and every one is reached in turn', async () => {
     const a = await tenantWithQueue('Many A', 1);

@@ -4,6 +4,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import { type SubWindows, subWindows, type XeroBudget } from './budget.js';
 import { DEFAULT_CLAIM_PAYLOAD_BYTES } from './claim-bytes.js';
 import { ofConnection } from './connection-range.js';
+import { executeNamed } from './named.js';
 import { rowsOf } from './rows.js';
 import { slotsAdd, slotsHeld, windowAdd, windowUsed } from './window-sql.js';
 
@@ -215,7 +216,10 @@ async function claimOnce(db: Database, o: ClaimOptions, lockApp: boolean): Promi
   >(
     // The leading comment names the statement within pg_stat_activity's first 1024 bytes of it
     // (track_activity_query_size), which is all an operator, or a test, sees of a waiting claim.
-    await db.execute(sql`/* push claim: UPDATE invoice_pushes within Xero's budget */
+    await executeNamed(
+      db,
+      'push_claim',
+      sql`/* push claim: UPDATE invoice_pushes within Xero's budget */
       WITH RECURSIVE stamp AS (
         SELECT now() AS at, now() + ${interval(o.leaseMs)} AS slot, ${start}::uuid AS start,
                ${subWindowAt(minute)} AS minute_at, ${subWindowAt(day)} AS day_at),
@@ -389,7 +393,8 @@ async function claimOnce(db: Database, o: ClaimOptions, lockApp: boolean): Promi
              stamp.minute_at::text, stamp.day_at::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL
       FROM granted gr CROSS JOIN stamp
       WHERE gr.n > 0
-      ORDER BY kind DESC, next_attempt_at`),
+      ORDER BY kind DESC, next_attempt_at`,
+    ),
   );
   const pushes: ClaimedPush[] = [];
   const grants: BudgetGrant[] = [];

@@ -2,7 +2,8 @@ import type { Database } from '@honest-health/platform';
 import { sql } from 'drizzle-orm';
 import { invoiceEventData, outbox } from '../webhooks/outbox.js';
 import type { BudgetGrant } from './claim.js';
-import { windowRemove } from './window-sql.js';
+import { executeNamed } from './named.js';
+import { slotsRemove, windowRemove } from './window-sql.js';
 
 /** What a push's row becomes; absent fields keep their value. */
 export interface Settlement {
@@ -50,13 +51,16 @@ export async function settlePushes(
     const back = i === 0 ? grants : [];
     const grant = <T>(pick: (g: BudgetGrant) => T) => sql.param(back.map(pick));
     const unused = (g: BudgetGrant) => Math.max(0, g.granted - (used.get(g.connectionId) ?? 0));
-    await db.execute(sql`
+    await executeNamed(
+      db,
+      'push_settle',
+      sql`
       WITH held AS (
         SELECT c.id FROM xero_connections c WHERE c.id = ANY(${grant((g) => g.connectionId)}::uuid[])
         ORDER BY c.id FOR UPDATE),
       released AS (
         UPDATE xero_connections AS c SET
-          budget_slots = xero_budget_remove(c.budget_slots, v.slot_us, v.granted),
+          budget_slots = ${slotsRemove(sql`c.budget_slots`, sql`v.slot_us`, sql`v.granted`)},
           budget_minute_counts = ${windowRemove(sql`c.budget_minute_counts`, sql`c.budget_minute_at`, sql`v.minute_at`, sql`v.unused`)},
           budget_day_counts = ${windowRemove(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`v.day_at`, sql`v.unused`)}
         FROM unnest(
@@ -114,7 +118,8 @@ export async function settlePushes(
       died AS (SELECT * FROM settled WHERE status = 'dead'),
       ${outbox('pushed', 'pushed', 'invoice.pushed', invoiceEventData)},
       ${outbox('died', 'died', 'invoice.dead', invoiceEventData)}
-      SELECT count(*) FROM settled`);
+      SELECT count(*) FROM settled`,
+    );
   }
 }
 

@@ -14,6 +14,11 @@ export type WebhookEventType = (typeof WEBHOOK_EVENTS)[number];
  * `organization_id`), and one delivery per endpoint of its organization not disabled: appended to that
  * statement's WITH, so the event commits, or rolls back, with the change. `data` reads `source`'s
  * columns as `s.<column>`.
+ *
+ * An organization with no endpoint enabled gets no event: nothing would ever read it (an event is
+ * reached only through its deliveries, made here or never), and the push tick would otherwise write
+ * one row, its two index entries and its foreign-key check for every invoice pushed. The endpoints are
+ * read from the same snapshot as the fan-out, so which changes get deliveries is as before.
  */
 export function outbox(name: string, source: string, type: WebhookEventType, data: SQL): SQL {
   const event = sql.identifier(`${name}_event`);
@@ -21,6 +26,8 @@ export function outbox(name: string, source: string, type: WebhookEventType, dat
   return sql`${event} AS (
       INSERT INTO webhook_events (organization_id, type, data)
       SELECT s.organization_id, ${type}, ${data} FROM ${sql.identifier(source)} s
+      WHERE EXISTS (SELECT 1 FROM webhook_endpoints w
+                    WHERE w.organization_id = s.organization_id AND w.disabled_at IS NULL)
       RETURNING id, organization_id),
     ${fanout} AS (
       INSERT INTO webhook_deliveries (event_id, endpoint_id)
