@@ -172,7 +172,7 @@ async function main(): Promise<void> {
     const org = await createOrg(pair.primary, dbs[name]);
     subjects.push({ name, server, url: server.url, apiKey: org.apiKey });
   }
-  // The organizations must be on the standby too, or an api-key index refresh there would forget them.
+  // The organizations must be on the standby too, or an api-key registry refresh there would forget them.
   await waitForReplay(pair.primary, pair.standby);
   for (const s of subjects) {
     const first = await until(

@@ -43,7 +43,7 @@ const rate = (before: number | undefined, after: number | undefined, wallMs: num
   before === undefined || after === undefined ? null : round2(((after - before) * 1000) / (wallMs / 1000));
 
 async function startOurs(env: Record<string, string>, cwd?: string): Promise<ServerProcess> {
-  // LOG_LEVEL=warn: a log line per api-key index refresh would be work an operator need not pay for either.
+  // LOG_LEVEL=warn: a log line per api-key registry refresh would be work an operator need not pay for either.
   const { server } = await bootToReady({ env: { LOG_LEVEL: 'warn', ...env }, ...(cwd ? { cwd } : {}) }, 100);
   return server;
 }

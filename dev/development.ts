@@ -7,7 +7,7 @@
 // sandbox's consent page (docs/development.md). Nothing in src/ imports this folder: the sandbox is in
 // no build of the product (test/fast/boundaries.test.ts).
 
-import type { AppIndex, Database, Logger, ProcessAppModule } from '@honest-health/platform';
+import type { AppRegistry, Database, Logger, ProcessAppModule } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
 import type { AuthEnv } from '../src/app/auth.js';
 import type { AppConfig } from '../src/app/config.js';
@@ -68,8 +68,8 @@ export function withDevelopmentSandbox(sandbox: RunningXeroSandbox): ProcessAppM
         webhookNet: processWebhookNet,
       });
       let connected = false;
-      // Before the API-key index, so the development key works from the first request.
-      const setup: AppIndex = {
+      // Before the API-key registry, so the development key works from the first request.
+      const setup: AppRegistry = {
         name: 'development organization',
         load: async (db) => {
           if (connected) return;
@@ -77,7 +77,7 @@ export function withDevelopmentSandbox(sandbox: RunningXeroSandbox): ProcessAppM
           connected = true;
         },
       };
-      return { ...app, indexes: [setup, ...app.indexes] };
+      return { ...app, registries: [setup, ...app.registries] };
     },
   };
 }

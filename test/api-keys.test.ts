@@ -1,4 +1,4 @@
-// API keys as rows (src/app/api-keys.ts, api-key-index.ts, migration 0012): rotation across two
+// API keys as rows (src/app/api-keys.ts, api-key-registry.ts, migration 0012): rotation across two
 // replicas, the operator's org:key:* commands, and a database from before keeps its keys.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

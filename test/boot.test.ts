@@ -57,7 +57,7 @@ describe('boot contract', () => {
         'error tracking',
         'open pool',
         'migrate',
-        'load api-key index',
+        'load api-key registry',
         'bind listener',
         'start loops',
         'open gate',
@@ -147,7 +147,7 @@ describe('boot contract', () => {
     }
   });
 
-  it('exits 1 when the API-key index cannot be read', async () => {
+  it('exits 1 when the API-key registry cannot be read', async () => {
     const url = await freshDatabase(cluster);
     const first = await spawnServer({ env: { DATABASE_URL: url } });
     await first.waitForReady();
@@ -170,7 +170,7 @@ describe('boot contract', () => {
     const server = await spawnServer({ env: { DATABASE_URL: roleUrl.toString() } });
     expect(await server.exited).toBe(1);
     const failure = server.logs.find((l) => l.level === 'error');
-    expect(failure?.msg).toMatch(/boot failed at step "load api-key index": 42501/);
+    expect(failure?.msg).toMatch(/boot failed at step "load api-key registry": 42501/);
     expect(server.logs.some((l) => l.msg === 'listening')).toBe(false);
   });
 

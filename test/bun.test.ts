@@ -122,7 +122,7 @@ describe('Bun entry', () => {
         'error tracking',
         'open pool',
         'migrate',
-        'load api-key index',
+        'load api-key registry',
         'bind listener',
         'start loops',
         'open gate',

@@ -101,7 +101,7 @@ describe('a damped disposal', () => {
     const { db, lines, handle } = s;
     try {
       await pinPool(s);
-      // A read in flight on a pinned session (a list request, the api-key index refresh) while a write
+      // A read in flight on a pinned session (a list request, the api-key registry refresh) while a write
       // meets 25006 there: the read succeeds, as reads do on the old node.
       const read = handle.pool.query('SELECT pg_sleep(0.5)');
       expect((await writeWithRetry(handle)).rows).toEqual([{ n: 1 }]);

@@ -218,7 +218,7 @@ describe('a failover episode', () => {
     }
   });
 
-  it('a database that goes away and comes back: the api-key index refresh warns, nothing logs an error', async () => {
+  it('a database that goes away and comes back: the api-key registry refresh warns, nothing logs an error', async () => {
     const own = await startCluster();
     const server = await spawnServer({
       env: { DATABASE_URL: own.url(), API_KEY_REFRESH_MS: '100', PROBE_TIMEOUT_MS: '1000' },
@@ -228,7 +228,7 @@ describe('a failover episode', () => {
       const mark = server.logs.length;
       await own.stop('fast');
       await server.waitForLog(
-        (l) => l.msg.startsWith('loop run failed') && l.loop === 'api-key index refresh',
+        (l) => l.msg.startsWith('loop run failed') && l.loop === 'api-key registry refresh',
         10_000,
       );
       await own.start();

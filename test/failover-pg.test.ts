@@ -45,7 +45,7 @@ describe('failover drills (pg)', () => {
     const drill = await boot();
     const { server, db, org } = drill;
     await watched(server, async () => {
-      // The org must be on the standby too, or the api-key index refresh there would forget it.
+      // The org must be on the standby too, or the api-key registry refresh there would forget it.
       await waitForReplay(pair.primary, pair.standby);
 
       // Every connection the server holds, and every new one, now leads to the read-only standby.

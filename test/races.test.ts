@@ -1,6 +1,6 @@
 // Races found by review, each on a real Postgres with the interleaving forced: two revocations of an
 // organization's last two keys, a callback's grant cleanup beside another callback, and a key whose
-// organization was deleted before this process's key index noticed.
+// organization was deleted before this process's API-key registry noticed.
 
 import type { Database } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';

@@ -10,7 +10,7 @@ import { Hono } from 'hono';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
-import type { Organization } from '../src/app/api-key-index.js';
+import type { Organization } from '../src/app/api-key-registry.js';
 import type { AuthEnv } from '../src/app/auth.js';
 import { type SavedGrant, saveGrant } from '../src/app/connections/grants.js';
 import { connectionRoutes } from '../src/app/connections/routes.js';

@@ -10,7 +10,7 @@ import { sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
-import type { Organization } from '../src/app/api-key-index.js';
+import type { Organization } from '../src/app/api-key-registry.js';
 import type { AuthEnv } from '../src/app/auth.js';
 import { tokenContext } from '../src/app/connections/grants.js';
 import { type RefreshTickDeps, refreshExpiringTokens } from '../src/app/connections/refresh-tokens.js';

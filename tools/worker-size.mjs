@@ -1,5 +1,5 @@
 // Prints the Worker bundle's size, raw and gzipped, after `wrangler deploy --dry-run --outdir dist/worker`,
-// and fails when the gzip size is over its limit (WORKER_GZIP_MAX_KIB, default 142;
+// and fails when the gzip size is over its limit (WORKER_GZIP_MAX_KIB, default 144;
 // WORKER_GZIP_BUDGET_KIB, its old name, is still read).
 // With --why it first prints what the bundle is made of, per package: the bytes each put into the output
 // (from the source map, so minified as shipped) and their gzip size on their own. The gzip column adds up
@@ -13,7 +13,7 @@ import { gzipSync } from 'node:zlib';
 // WORKER_BUNDLE names another entry's output (npm run build:worker:hyperdrive).
 const BUNDLE = process.env.WORKER_BUNDLE ?? 'dist/worker/worker.js';
 const DIR = BUNDLE.slice(0, BUNDLE.lastIndexOf('/'));
-const MAX_KIB = Number(process.env.WORKER_GZIP_MAX_KIB ?? process.env.WORKER_GZIP_BUDGET_KIB ?? 142);
+const MAX_KIB = Number(process.env.WORKER_GZIP_MAX_KIB ?? process.env.WORKER_GZIP_BUDGET_KIB ?? 144);
 const kib = (n) => (n / 1024).toFixed(1);
 const gzipSize = (text) => gzipSync(text, { level: 9 }).length;
 

@@ -150,7 +150,7 @@ function stageOf(frame: Frame, callers: readonly Frame[]): string | undefined {
   if (pkg === '@hono/node-server') return STAGES.http;
   if (pkg === 'hono') return file.endsWith('/context.js') && fn === 'json' ? STAGES.response : STAGES.hono;
   if (file === 'src/app/invoices/view.ts') return STAGES.response;
-  if (file === 'src/app/auth.ts' || file === 'src/app/api-key-index.ts') return STAGES.auth;
+  if (file === 'src/app/auth.ts' || file === 'src/app/api-key-registry.ts') return STAGES.auth;
   if (file === 'src/app/invoices/store.ts' || file.startsWith('packages/platform/src/db/'))
     return STAGES.store;
   if (file.startsWith('src/') || file.startsWith('packages/') || file.startsWith('bench/'))
@@ -215,7 +215,7 @@ export function summariseProfile(path: string, requests: number): ProfileSummary
   const isIdle = (i: number) => nodes.get(samples[i] as number)?.callFrame.functionName === '(idle)';
   // The window: the last run. From the last sample inside Hono, back to the first stretch of
   // QUIET_US in which the main thread was mostly idle (the pause before the run: counting rows,
-  // settling). Short blips, such as our api-key index refresh, do not end the pause.
+  // settling). Short blips, such as our api-key registry refresh, do not end the pause.
   let last = samples.length - 1;
   while (last > 0 && !inHono(samples[last] as number)) last--;
   let first = last;

@@ -1,6 +1,6 @@
 import type { RequestScope } from '@honest-health/platform';
 import { createMiddleware } from 'hono/factory';
-import type { ApiKeyIndex, Organization } from './api-key-index.js';
+import type { ApiKeyRegistry, Organization } from './api-key-registry.js';
 import { API_KEY_PREFIX, hashApiKey } from './api-keys.js';
 import { ApiError } from './errors.js';
 
@@ -14,7 +14,7 @@ const HASHED_KEYS_MAX = 1024;
 // that matched are remembered (a pure function of the key, so revocation still goes through the index
 // on every request); only keys that matched enter, so guesses cannot fill the map, and a guess reaches
 // a character comparison there only if its string hash collides with a held key's.
-export function requireApiKey(apiKeys: ApiKeyIndex) {
+export function requireApiKey(apiKeys: ApiKeyRegistry) {
   const hashes = new Map<string, string>();
   const hashOf = (key: string): string => hashes.get(key) ?? hashApiKey(key);
   return createMiddleware<AuthEnv>(async (c, next) => {

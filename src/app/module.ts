@@ -1,7 +1,7 @@
 import type { AppContext, AppInstance, AppModule } from '@honest-health/platform';
 import { ConfigError } from '@honest-health/platform';
 import { createSecretBox, type SecretBox } from '@honest-health/platform/crypto';
-import { ApiKeyIndex } from './api-key-index.js';
+import { ApiKeyRegistry } from './api-key-registry.js';
 import type { AuthEnv } from './auth.js';
 import { type AppConfig, loadAppConfig } from './config.js';
 import type { RefreshTickResult } from './connections/refresh-tokens.js';
@@ -71,7 +71,7 @@ export async function buildHonestHealth(
   const resolve = webhookNet?.resolve;
   const send = webhookNet?.send;
   const xero = createXeroClient(config.xero, xeroFetch);
-  const apiKeys = new ApiKeyIndex();
+  const apiKeys = new ApiKeyRegistry();
   const app: AppInstance<AuthEnv> = {
     routes: appRoutes({
       apiKeys,
@@ -87,7 +87,9 @@ export async function buildHonestHealth(
     }),
     onError: (err, c) => answerAppError(err, c, log),
     ticks: appTicks({ config, xero, box, log, ...(send ? { send } : {}) }),
-    indexes: [{ name: 'api-key index', refreshMs: config.apiKeyRefreshMs, load: (db) => apiKeys.load(db) }],
+    registries: [
+      { name: 'api-key registry', refreshMs: config.apiKeyRefreshMs, load: (db) => apiKeys.load(db) },
+    ],
     metrics: {
       gauges: (registry, context) => observeQueueDepth(registry, context),
       counters: (registry) => {

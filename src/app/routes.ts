@@ -1,7 +1,7 @@
 import { BodyBudget, Hono, type Logger } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
 import { apiHeaders } from './api-headers.js';
-import type { ApiKeyIndex } from './api-key-index.js';
+import type { ApiKeyRegistry } from './api-key-registry.js';
 import { type AuthEnv, requireApiKey } from './auth.js';
 import type { ApiLimits, WebhookConfig, XeroConfig } from './config.js';
 import { connectLinkRoutes } from './connections/connect-link-routes.js';
@@ -14,7 +14,7 @@ import type { Resolver } from './webhooks/ssrf.js';
 import type { XeroClient } from './xero/client.js';
 
 export interface AppRoutesDeps {
-  apiKeys: ApiKeyIndex;
+  apiKeys: ApiKeyRegistry;
   xero: XeroClient;
   xeroConfig: XeroConfig;
   box: SecretBox;

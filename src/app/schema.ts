@@ -42,7 +42,7 @@ export const organizations = pgTable('organizations', {
 
 /**
  * An organization's API keys (several may be active: rotation is create, switch, revoke). Only the
- * sha256 is stored; the key is shown once. `last_used_at` is written by the key index's refresh, at
+ * sha256 is stored; the key is shown once. `last_used_at` is written by the API-key registry's refresh, at
  * most once a minute per key, never per request.
  */
 export const apiKeys = pgTable(

@@ -48,7 +48,7 @@ export async function bootDrill(pair: Pair, env: (db: string) => Record<string, 
       return outcome;
     },
   };
-  // The server picks the organization up on its next api-key index refresh (API_KEY_REFRESH_MS = 200).
+  // The server picks the organization up on its next api-key registry refresh (API_KEY_REFRESH_MS = 200).
   const first = await until(
     () => postInvoice(server, org.apiKey),
     (w) => w.status !== 401,

@@ -31,14 +31,14 @@ export interface InProcessApp {
   background(): Promise<void>;
   /** Every log line, parsed. */
   lines: Record<string, unknown>[];
-  /** Reloads the app's indexes (the API-key index), as the refresh loop does. */
+  /** Reloads the app's registries (the API-key registry), as the refresh loop does. */
   reloadIndexes(): Promise<void>;
   close(): Promise<void>;
 }
 
 export interface InProcessOptions {
   env?: Record<string, string>;
-  /** Serve over this driver and skip migrations and indexes (a database that is not there). */
+  /** Serve over this driver and skip migrations and registries (a database that is not there). */
   driver?: DatabaseDriver;
 }
 
@@ -72,7 +72,7 @@ export async function startInProcess(options: InProcessOptions = {}): Promise<In
   });
   const { appDatabase: database, probeDatabase, writeProbe } = databases;
   const reloadIndexes = async () => {
-    for (const index of app.indexes) await index.load(database.db);
+    for (const registry of app.registries) await registry.load(database.db);
   };
   if (!options.driver) {
     await driver.ready();

@@ -13,7 +13,7 @@ export async function createOrg(url: string, name: string): Promise<CreatedOrgan
   }
 }
 
-/** Waits until the server's api-key index refresh has picked the key up. */
+/** Waits until the server's api-key registry refresh has picked the key up. */
 export async function waitForKey(server: ServerProcess, apiKey: string, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

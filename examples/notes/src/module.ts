@@ -4,7 +4,7 @@ import { COUNT_WORDS, countWords } from './count-words.js';
 import { latestMigrationAt, schemaNeeds } from './migrations.gen.js';
 import { noteRoutes } from './routes.js';
 
-/** The notes app as the platform runs it, on every runtime: routes, one tick, no indexes. */
+/** The notes app as the platform runs it, on every runtime: routes, one tick, no registries. */
 export const notesApp: AppModule<NotesConfig> = {
   // Metrics notes_*, application_name notes:<pool>, service and tracer `notes`.
   identity: { name: 'notes' },
@@ -15,6 +15,6 @@ export const notesApp: AppModule<NotesConfig> = {
   create: async (config) => ({
     routes: noteRoutes(),
     ticks: [countWords(config.countWordsIntervalMs)],
-    indexes: [],
+    registries: [],
   }),
 };

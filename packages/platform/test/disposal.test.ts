@@ -31,8 +31,8 @@ const CASES: Array<[DisposalCause, string, string]> = [
     'tick_poison',
   ],
   [
-    { source: 'background', name: 'api-key index refresh', reason: 'ECONNREFUSED' },
-    'poison in api-key index refresh: ECONNREFUSED',
+    { source: 'background', name: 'api-key registry refresh', reason: 'ECONNREFUSED' },
+    'poison in api-key registry refresh: ECONNREFUSED',
     'background_poison',
   ],
 ];
@@ -53,8 +53,8 @@ describe('disposal causes', () => {
   it('names the work that met poison as the log lines always did', () => {
     expect(describeWork({ source: 'request' })).toBe('request');
     expect(describeWork({ source: 'tick', name: 'refresh-tokens' })).toBe('tick refresh-tokens');
-    expect(describeWork({ source: 'background', name: 'api-key index refresh' })).toBe(
-      'api-key index refresh',
+    expect(describeWork({ source: 'background', name: 'api-key registry refresh' })).toBe(
+      'api-key registry refresh',
     );
   });
 });

@@ -9,7 +9,7 @@ export type DisposalCause = { source: 'probe'; reason: 'read_only' } | (Poisoned
 
 export const PROBE_READ_ONLY: DisposalCause = { source: 'probe', reason: 'read_only' };
 
-/** The work in words, for log lines: "request", "tick push-invoices", "api-key index refresh". */
+/** The work in words, for log lines: "request", "tick push-invoices", "api-key registry refresh". */
 export function describeWork(work: PoisonedWork): string {
   if (work.source === 'request') return 'request';
   return work.source === 'tick' ? `tick ${work.name}` : work.name;

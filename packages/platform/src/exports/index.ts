@@ -30,11 +30,11 @@ export { Hono } from '../http/hono.js';
 export type {
   AppContext,
   AppEnv,
-  AppIndex,
   AppInstance,
   AppMetrics,
   AppMetricsContext,
   AppModule,
+  AppRegistry,
   AppTick,
   ProcessAppModule,
   RequestScope,

@@ -65,10 +65,10 @@ export interface AppTick {
 }
 
 /**
- * In-memory state read from the database (the API-key index): loaded by a hard boot step, so a server
+ * In-memory state read from the database (the API-key registry): loaded by a hard boot step, so a server
  * that cannot authenticate anyone never reports ready, and reloaded every `refreshMs`.
  */
-export interface AppIndex {
+export interface AppRegistry {
   /** Names the boot step: `load <name>`. */
   name: string;
   /** How often to reload: on an interval in a process, on a request that long after the last load on Workers. Absent: only at boot. */
@@ -120,7 +120,7 @@ export interface AppInstance<E extends AppEnv = AppEnv> {
   onError?(err: Error, c: Context): Response | undefined;
   /** The ticks this configuration runs (none, when what they need is not configured). */
   ticks: readonly AppTick[];
-  indexes: readonly AppIndex[];
+  registries: readonly AppRegistry[];
   metrics?: AppMetrics;
 }
 
@@ -138,7 +138,7 @@ export interface AppInstance<E extends AppEnv = AppEnv> {
  *   create: async (config, { log }) => ({
  *     routes: new Hono<AppEnv>().get('/carts/:id', (c) => c.var.withDatabase((db) => readCart(db, c.req.param('id')))),
  *     ticks: [{ name: 'expire-carts', intervalMs: 60_000, run: (db) => expireCarts(db) }],
- *     indexes: [],
+ *     registries: [],
  *   }),
  * };
  * ```

@@ -12,7 +12,7 @@ import type { Telemetry } from '../util/telemetry.js';
 export interface Databases {
   driver: DatabaseDriver;
   episodes: FailoverEpisodes;
-  /** The application's pool, for requests, ticks and indexes. */
+  /** The application's pool, for requests, ticks and registries. */
   appDatabase: DatabaseHandle;
   probeDatabase: DatabaseHandle;
   writeProbe: WriteProbe;

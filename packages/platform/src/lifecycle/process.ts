@@ -71,7 +71,7 @@ const BOOT_INTERRUPT_GRACE_MS = 1500;
 /**
  * The boot contract for long-lived processes (ARCHITECTURE.md, "Boot"). Each step builds what the later
  * ones use, in order: telemetry and error tracking (advisory), the pool, migrations and the app's
- * indexes (hard), the listener, the loops, then the readiness gate. Resolves once the gate is open; on
+ * registries (hard), the listener, the loops, then the readiness gate. Resolves once the gate is open; on
  * a hard failure it logs, reports, cleans up and exits 1 before ever listening.
  */
 export async function startProcess<C, E extends AppEnv>(
@@ -178,17 +178,17 @@ export async function startProcess<C, E extends AppEnv>(
         }),
     });
     // Organizations created or removed elsewhere (the CLI, another replica) reach this process here.
-    for (const index of app.indexes) {
-      const { refreshMs } = index;
+    for (const registry of app.registries) {
+      const { refreshMs } = registry;
       if (refreshMs === undefined) continue;
       loops.register({
-        name: `${index.name} refresh`,
+        name: `${registry.name} refresh`,
         intervalMs: refreshMs,
         run: () =>
-          withPoisonRetry(dbs.appDatabase, (d) => index.load(d), {
+          withPoisonRetry(dbs.appDatabase, (d) => registry.load(d), {
             retry: true,
             source: 'background',
-            name: `${index.name} refresh`,
+            name: `${registry.name} refresh`,
             log,
           }),
       });
@@ -313,11 +313,11 @@ export async function startProcess<C, E extends AppEnv>(
           );
       },
     },
-    ...app.indexes.map(
-      (index): BootStep => ({
-        name: `load ${index.name}`,
+    ...app.registries.map(
+      (registry): BootStep => ({
+        name: `load ${registry.name}`,
         kind: 'hard',
-        run: () => index.load(need(databases).appDatabase.db),
+        run: () => registry.load(need(databases).appDatabase.db),
       }),
     ),
     { name: 'bind listener', kind: 'hard', run: () => bindListener(need(databases)) },

@@ -39,7 +39,7 @@ import type { IsolateErrorTracking } from './worker-errors.js';
 
 // The isolate lifecycle (Cloudflare Workers; ARCHITECTURE.md, "Workers"). There is no process to boot:
 // an isolate's first request builds the app once (configuration, the app module, the HTTP shell, the
-// tick runner) and checks what the runtime permits (the schema, the app's indexes). Migrations run
+// tick runner) and checks what the runtime permits (the schema, the app's registries). Migrations run
 // from the deploy command. One boot runs at a time: concurrent first requests await the same one
 // (workerd resolves a promise across request contexts: "Implement cross-request context promise
 // resolve handling", workerd's crossContextResolveWorks test). A failed boot is retried after a
@@ -89,7 +89,7 @@ export interface IsolateOptions {
 
 /**
  * The Worker's `fetch` and `scheduled` handlers for an app module: one build per isolate, a
- * single-flight boot that checks the schema and loads the app's indexes (retried with back-off), a
+ * single-flight boot that checks the schema and loads the app's registries (retried with back-off), a
  * database per request or cron run, and the app's ticks on the cron trigger.
  *
  * @example
@@ -103,36 +103,36 @@ export interface IsolateOptions {
  */
 export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, E>, options: IsolateOptions) {
   const gate = new ReadinessGate();
-  let isolate: Isolate<E> | undefined;
+  let built: Isolate<E> | undefined;
   const boots = new RetryingBoot();
   // When each app index last loaded (claimed before the load, so concurrent requests refresh once).
-  const indexesLoadedAt = new Map<string, number>();
+  const registriesLoadedAt = new Map<string, number>();
   const identity = resolveIdentity(module.identity);
   const followUps = new FollowUpRuns();
   const schema = { latestMigrationAt: module.latestMigrationAt, needs: module.schemaNeeds };
-  // When this isolate last recorded its release (claimed before the write, as the indexes are).
+  // When this isolate last recorded its release (claimed before the write, as the registries are).
   let releaseSeenAt = 0;
-  const seeRelease = (iso: Isolate<E>, database: DatabaseHandle): Promise<void> => {
+  const seeRelease = (isolate: Isolate<E>, database: DatabaseHandle): Promise<void> => {
     releaseSeenAt = Date.now();
-    return recordRelease(database.db, iso.release).catch((err: unknown) => {
+    return recordRelease(database.db, isolate.release).catch((err: unknown) => {
       releaseSeenAt = 0;
-      iso.log.warn('recording the release failed', { reason: errorCode(err) ?? 'error' });
+      isolate.log.warn('recording the release failed', { reason: errorCode(err) ?? 'error' });
     });
   };
 
-  const invocation = async (
-    iso: Pick<Isolate<E>, 'config' | 'database' | 'log' | 'episodes'>,
+  const openInvocation = async (
+    isolate: Pick<Isolate<E>, 'config' | 'database' | 'log' | 'episodes'>,
     bindings: Bindings,
   ): Promise<Databases> => {
-    const driver = iso.database.createDriver(iso.config, bindings, iso.log);
+    const driver = isolate.database.createDriver(isolate.config, bindings, isolate.log);
     await driver.ready();
     // Handles live per request, the failover episode per isolate: it damps and counts across requests.
     return createDatabases(driver, {
-      log: iso.log,
+      log: isolate.log,
       telemetry: noTelemetry,
-      probeTimeoutMs: iso.config.probeTimeoutMs,
+      probeTimeoutMs: isolate.config.probeTimeoutMs,
       instanceId: WORKER_INSTANCE,
-      episodes: iso.episodes,
+      episodes: isolate.episodes,
     });
   };
 
@@ -239,11 +239,15 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     };
   };
 
-  // What readiness needs before the isolate serves: the schema the bundle expects, and the app's indexes.
-  const check = async (iso: Isolate<E>, bindings: Bindings): Promise<void> => {
-    let inv: Databases;
+  // What readiness needs before the isolate serves: the schema the bundle expects, and the app's registries.
+  const check = async (isolate: Isolate<E>, bindings: Bindings): Promise<void> => {
+    let invocation: Databases;
     try {
-      inv = await withTimeout(invocation(iso, bindings), iso.config.probeTimeoutMs, 'connecting');
+      invocation = await withTimeout(
+        openInvocation(isolate, bindings),
+        isolate.config.probeTimeoutMs,
+        'connecting',
+      );
     } catch (err) {
       throw bootCauseOf(err);
     }
@@ -251,66 +255,66 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       // A schema ahead of this version by expand migrations serves (a newer version migrated first, or
       // this one is a rollback); one a contract took something from that this version needs does not.
       await withTimeout(
-        requireServableSchema(inv.appDatabase.pool, schema, iso.log),
-        iso.config.probeTimeoutMs,
+        requireServableSchema(invocation.appDatabase.pool, schema, isolate.log),
+        isolate.config.probeTimeoutMs,
         'checking the schema',
       ).catch((err: unknown) => {
         throw bootCauseOf(err);
       });
-      const seen = seeRelease(iso, inv.appDatabase);
-      for (const index of iso.app.indexes) {
-        await index.load(inv.appDatabase.db).catch((err: unknown) => {
+      const seen = seeRelease(isolate, invocation.appDatabase);
+      for (const registry of isolate.app.registries) {
+        await registry.load(invocation.appDatabase.db).catch((err: unknown) => {
           throw bootCauseOf(err);
         });
-        indexesLoadedAt.set(index.name, Date.now());
+        registriesLoadedAt.set(registry.name, Date.now());
       }
       await seen;
     } finally {
-      await inv.close();
+      await invocation.close();
     }
   };
 
   const boot = async (bindings: Bindings): Promise<Isolate<E> | undefined> => {
     const booted = await boots.run(
       async () => {
-        if (!isolate) {
-          isolate = await build(bindings).catch((err: unknown) => {
+        if (!built) {
+          built = await build(bindings).catch((err: unknown) => {
             throw new IsolateBootError('configuration', err instanceof Error ? err.message : String(err), {
               cause: err,
             });
           });
         }
-        await check(isolate, bindings);
+        await check(built, bindings);
         gate.open();
-        isolate.log.info('isolate booted', { attempt: boots.attempts });
+        built.log.info('isolate booted', { attempt: boots.attempts });
       },
       (err, retryInMs) => {
         gate.fail();
-        (isolate?.log ?? createLogger('info', {}, undefined, poisonReason)).error('isolate boot failed', {
+        (built?.log ?? createLogger('info', {}, undefined, poisonReason)).error('isolate boot failed', {
           err,
           cause: err.bootCause,
           retry_in_ms: retryInMs,
         });
       },
     );
-    return booted ? isolate : undefined;
+    return booted ? built : undefined;
   };
 
-  const tickMonitor = (iso: Isolate<E>, database: DatabaseHandle, cron?: string) =>
+  const tickMonitor = (isolate: Isolate<E>, database: DatabaseHandle, cron?: string) =>
     new TickMonitor({
       database,
       instanceId: WORKER_INSTANCE,
-      log: iso.log,
-      errors: iso.errors,
-      heartbeats: iso.tickHealth.heartbeats,
+      log: isolate.log,
+      errors: isolate.errors,
+      heartbeats: isolate.tickHealth.heartbeats,
       monitorConfig: (tick) =>
         intervalMonitorConfig(
-          iso.ticks.find((t) => t.name === tick)?.intervalMs ?? 60_000,
-          iso.tickPolicy.intervals,
-          iso.tickPolicy.failures,
+          isolate.ticks.find((t) => t.name === tick)?.intervalMs ?? 60_000,
+          isolate.tickPolicy.intervals,
+          isolate.tickPolicy.failures,
           cron ? { type: 'crontab', value: cron } : undefined,
         ),
-      timeoutMs: iso.config.probeTimeoutMs,
+      timeoutMs: isolate.config.probeTimeoutMs,
     });
 
   const notBooted = (path: string, verbose: boolean): Response => {
@@ -342,20 +346,23 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     bindings: Bindings,
     ctx: ExecutionContextLike,
   ): Promise<Response> => {
-    const iso = await boot(bindings);
-    if (!iso) {
+    const isolate = await boot(bindings);
+    if (!isolate) {
       const url = new URL(request.url);
       return notBooted(url.pathname, url.searchParams.has('verbose'));
     }
-    const inv = await invocation(iso, bindings);
+    const invocation = await openInvocation(isolate, bindings);
     const background: Promise<unknown>[] = [];
     // Built on first use (a scrape), closed with the request's own.
     let cached: { handle: DatabaseHandle; driver: DatabaseDriver } | undefined;
     const cachedDatabase = async () => {
       if (cached) return cached.handle;
-      const driver = iso.database.createCachedDriver?.(iso.config, bindings, iso.log);
-      if (!driver) return inv.appDatabase;
-      cached = { handle: new DatabaseHandle(driver, 'app', iso.log, noTelemetry, iso.episodes), driver };
+      const driver = isolate.database.createCachedDriver?.(isolate.config, bindings, isolate.log);
+      if (!driver) return invocation.appDatabase;
+      cached = {
+        handle: new DatabaseHandle(driver, 'app', isolate.log, noTelemetry, isolate.episodes),
+        driver,
+      };
       await driver.ready();
       return cached.handle;
     };
@@ -363,16 +370,16 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     let answered = false;
     let monitor: TickMonitor | undefined;
     const scope: ServedScope = {
-      database: inv.appDatabase,
-      probeDatabase: inv.probeDatabase,
-      writeProbe: inv.writeProbe,
+      database: invocation.appDatabase,
+      probeDatabase: invocation.probeDatabase,
+      writeProbe: invocation.writeProbe,
       cachedDatabase,
       schedule: (name) => {
-        const tick = iso.app.ticks.find((t) => t.name === name);
+        const tick = isolate.app.ticks.find((t) => t.name === name);
         if (!tick) return;
-        monitor ??= tickMonitor(iso, inv.appDatabase);
-        const target = { database: inv.appDatabase, monitor };
-        background.push(followUps.schedule(tick.name, () => iso.runTick(tick.name, tick.run, target)));
+        monitor ??= tickMonitor(isolate, invocation.appDatabase);
+        const target = { database: invocation.appDatabase, monitor };
+        background.push(followUps.schedule(tick.name, () => isolate.runTick(tick.name, tick.run, target)));
       },
       // Settled before the request's database closes, so the work may still use it.
       waitUntil: (work) => {
@@ -381,36 +388,36 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       },
     };
     try {
-      // A failed refresh keeps the index it had (readiness and the request itself report the database).
-      const due = iso.app.indexes.filter(
-        (index) =>
-          index.refreshMs !== undefined &&
-          Date.now() - (indexesLoadedAt.get(index.name) ?? 0) > index.refreshMs,
+      // A failed refresh keeps the state it had (readiness and the request itself report the database).
+      const due = isolate.app.registries.filter(
+        (registry) =>
+          registry.refreshMs !== undefined &&
+          Date.now() - (registriesLoadedAt.get(registry.name) ?? 0) > registry.refreshMs,
       );
       if (due.length > 0) {
-        for (const index of due) indexesLoadedAt.set(index.name, Date.now());
-        for (const index of due) {
-          await index
-            .load(inv.appDatabase.db)
+        for (const registry of due) registriesLoadedAt.set(registry.name, Date.now());
+        for (const registry of due) {
+          await registry
+            .load(invocation.appDatabase.db)
             .catch((err: unknown) =>
-              iso.log.warn(`${index.name} refresh failed`, { reason: errorCode(err) ?? 'error' }),
+              isolate.log.warn(`${registry.name} refresh failed`, { reason: errorCode(err) ?? 'error' }),
             );
         }
       }
       if (Date.now() - releaseSeenAt > RELEASE_SEEN_EVERY_MS)
-        background.push(seeRelease(iso, inv.appDatabase));
-      return await iso.shell.fetch(request, scope);
+        background.push(seeRelease(isolate, invocation.appDatabase));
+      return await isolate.shell.fetch(request, scope);
     } finally {
       answered = true;
       ctx.waitUntil(
         Promise.allSettled(background)
           .then(() => monitor?.idle())
-          .then(() => inv.close())
+          .then(() => invocation.close())
           .then(async () => {
             await cached?.handle.close();
             await cached?.driver.close();
           })
-          .then(() => iso.errors.flush(2000)),
+          .then(() => isolate.errors.flush(2000)),
       );
     }
   };
@@ -439,23 +446,26 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
     bindings: Bindings,
     ctx: ExecutionContextLike,
   ): Promise<void> => {
-    const iso = await boot(bindings);
-    if (!iso || iso.app.ticks.length === 0) return;
-    const inv = await invocation(iso, bindings);
+    const isolate = await boot(bindings);
+    if (!isolate || isolate.app.ticks.length === 0) return;
+    const invocation = await openInvocation(isolate, bindings);
     // Sentry's monitor gets the trigger's own crontab: the schedule a missed invocation is measured by.
     const cron = typeof controller?.cron === 'string' && controller.cron ? controller.cron : undefined;
-    const monitor = tickMonitor(iso, inv.appDatabase, cron);
+    const monitor = tickMonitor(isolate, invocation.appDatabase, cron);
     const work = (async () => {
-      if (Date.now() - releaseSeenAt > RELEASE_SEEN_EVERY_MS) await seeRelease(iso, inv.appDatabase);
+      if (Date.now() - releaseSeenAt > RELEASE_SEEN_EVERY_MS)
+        await seeRelease(isolate, invocation.appDatabase);
       // In the app's order (it lists token refresh first: a push with an expired token is only deferred).
-      for (const tick of iso.app.ticks) {
-        await iso.runTick(tick.name, tick.run, { database: inv.appDatabase, monitor }).catch(() => {});
+      for (const tick of isolate.app.ticks) {
+        await isolate
+          .runTick(tick.name, tick.run, { database: invocation.appDatabase, monitor })
+          .catch(() => {});
       }
     })()
       .finally(() => monitor.idle())
-      .finally(() => inv.close())
+      .finally(() => invocation.close())
       // Check-ins and crash reports are queued in the SDK: deliver them before the invocation ends.
-      .finally(() => iso.errors.flush(2000));
+      .finally(() => isolate.errors.flush(2000));
     ctx.waitUntil(work);
     await work;
   };

@@ -22,7 +22,7 @@ export const LAST_USED_RESOLUTION_MS = 60_000;
  * API_KEY_REFRESH_MS, which bounds how long a revoked key keeps working on any replica or isolate.
  * Each reload first writes last_used_at for the keys used since the one before.
  */
-export class ApiKeyIndex {
+export class ApiKeyRegistry {
   #byKeyHash = new Map<string, KeyHolder>();
   #used = new Set<string>();
 
