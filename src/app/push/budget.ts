@@ -40,19 +40,19 @@ export const XERO_BUDGET: XeroBudget = {
  * another counts them for longer, and the other then undercounts the calls the first sends late.
  */
 export function shortenedXeroBudget(minuteMs: number, dayMs: number, sendWithinMs?: number): XeroBudget {
-  const b = XERO_BUDGET;
-  if (minuteMs === b.minuteMs && dayMs === b.dayMs && sendWithinMs === undefined) return b;
+  const budget = XERO_BUDGET;
+  if (minuteMs === budget.minuteMs && dayMs === budget.dayMs && sendWithinMs === undefined) return budget;
   // Unset: a fifteenth of a shortened minute, at most Xero's 2 s.
   return {
-    ...b,
+    ...budget,
     minuteMs,
     dayMs,
-    sendWithinMs: sendWithinMs ?? Math.min(b.sendWithinMs, Math.round(minuteMs / 15)),
+    sendWithinMs: sendWithinMs ?? Math.min(budget.sendWithinMs, Math.round(minuteMs / 15)),
   };
 }
 
 /** How long a call stays counted: its window plus the longest a claimed call may wait to be sent. */
-export const countedMs = (b: XeroBudget, windowMs: number) => windowMs + b.sendWithinMs;
+export const countedMs = (budget: XeroBudget, windowMs: number) => windowMs + budget.sendWithinMs;
 
 /**
  * A window counted in fixed sub-windows (docs/xero-budget.md, "Bounded state"): `n` counters of `subMs`
@@ -67,8 +67,8 @@ export interface SubWindows {
 }
 
 /** The minutes in 60 sub-windows (1 s in production), the day in 24 (1 h). */
-export function subWindows(b: XeroBudget, window: 'minute' | 'day'): SubWindows {
-  const windowMs = window === 'minute' ? b.minuteMs : b.dayMs;
+export function subWindows(budget: XeroBudget, window: 'minute' | 'day'): SubWindows {
+  const windowMs = window === 'minute' ? budget.minuteMs : budget.dayMs;
   const subMs = Math.max(1, Math.floor(windowMs / (window === 'minute' ? 60 : 24)));
-  return { subMs, n: Math.ceil(countedMs(b, windowMs) / subMs) + 1 };
+  return { subMs, n: Math.ceil(countedMs(budget, windowMs) / subMs) + 1 };
 }

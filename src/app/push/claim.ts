@@ -135,11 +135,11 @@ function recordsSend(sends: SendRecord | undefined): SQL {
 }
 
 /** The calls a tenant's row still allows, read from the row itself (the latest version once locked). */
-function room(b: XeroBudget): SQL {
+function room(budget: XeroBudget): SQL {
   return sql`least(
-    ${b.concurrent} - ${slotsHeld(sql`c.budget_slots`)},
-    ${b.perMinute} - ${windowUsed(sql`c.budget_minute_counts`, sql`c.budget_minute_at`, sql`stamp.minute_at`)},
-    ${b.perDay} - ${windowUsed(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`stamp.day_at`)})`;
+    ${budget.concurrent} - ${slotsHeld(sql`c.budget_slots`)},
+    ${budget.perMinute} - ${windowUsed(sql`c.budget_minute_counts`, sql`c.budget_minute_at`, sql`stamp.minute_at`)},
+    ${budget.perDay} - ${windowUsed(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`stamp.day_at`)})`;
 }
 
 /**
@@ -174,12 +174,12 @@ function room(b: XeroBudget): SQL {
  * Pushes that cannot be sent (no connection, an inactive one, a token about to expire) are claimed
  * outside the budget, as ids: the tick settles them without calling Xero.
  */
-export async function claimPushes(db: Database, o: ClaimOptions): Promise<Claim> {
+export async function claimPushes(db: Database, options: ClaimOptions): Promise<Claim> {
   try {
-    return await claimOnce(db, o, false);
+    return await claimOnce(db, options, false);
   } catch (err) {
     if (!isAppMinuteSpent(err)) throw err;
-    return claimOnce(db, o, true);
+    return claimOnce(db, options, true);
   }
 }
 
@@ -189,20 +189,20 @@ function isAppMinuteSpent(err: unknown): boolean {
   return false;
 }
 
-async function claimOnce(db: Database, o: ClaimOptions, lockApp: boolean): Promise<Claim> {
-  const b = o.budget;
-  const minute = subWindows(b, 'minute');
-  const day = subWindows(b, 'day');
+async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean): Promise<Claim> {
+  const budget = options.budget;
+  const minute = subWindows(budget, 'minute');
+  const day = subWindows(budget, 'day');
   // Literal status list: it must match the partial index's predicate.
   const open = sql`p.status IN ('queued', 'failed')`;
-  const visits = tenantsVisited(o.batchSize);
+  const visits = tenantsVisited(options.batchSize);
   // A parameter, not a CTE column, so that the planner can start the index scan there.
-  const start = o.from ?? crypto.randomUUID();
-  const maxBytes = o.maxPayloadBytes ?? DEFAULT_CLAIM_PAYLOAD_BYTES;
+  const start = options.from ?? crypto.randomUUID();
+  const maxBytes = options.maxPayloadBytes ?? DEFAULT_CLAIM_PAYLOAD_BYTES;
   // Below this much of the app's minute left, claims take the app row first and queue there.
-  const nearAppLimit = 4 * o.batchSize;
+  const nearAppLimit = 4 * options.batchSize;
   // The payload sent: with sends recorded, exactly those; without, every budgeted push.
-  const sent = o.sends ? recordsSend(o.sends) : sql`true`;
+  const sent = options.sends ? recordsSend(options.sends) : sql`true`;
   const sizeOf = (isSent: SQL) => sql`CASE WHEN ${isSent} THEN octet_length(p.payload::text) ELSE 0 END`;
   const rows = rowsOf<
     ClaimedPush & {
@@ -221,7 +221,7 @@ async function claimOnce(db: Database, o: ClaimOptions, lockApp: boolean): Promi
       'push_claim',
       sql`/* push claim: UPDATE invoice_pushes within Xero's budget */
       WITH RECURSIVE stamp AS (
-        SELECT now() AS at, now() + ${interval(o.leaseMs)} AS slot, ${start}::uuid AS start,
+        SELECT now() AS at, now() + ${interval(options.leaseMs)} AS slot, ${start}::uuid AS start,
                ${subWindowAt(minute)} AS minute_at, ${subWindowAt(day)} AS day_at),
       app_seen AS (
         SELECT a.id, ${windowUsed(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`stamp.minute_at`)} AS used,
@@ -233,14 +233,14 @@ async function claimOnce(db: Database, o: ClaimOptions, lockApp: boolean): Promi
                coalesce(a.paused_until > now(), false) AS paused
         FROM xero_app_limits a CROSS JOIN stamp
         WHERE a.id = 'app' AND (${lockApp}
-          OR (SELECT s.paused OR s.used + ${nearAppLimit} >= ${b.appPerMinute} FROM app_seen s))
+          OR (SELECT s.paused OR s.used + ${nearAppLimit} >= ${budget.appPerMinute} FROM app_seen s))
         FOR UPDATE OF a),
       app AS (
         SELECT s.id, coalesce(h.used, s.used) AS used, coalesce(h.paused, s.paused) AS paused
         FROM app_seen s LEFT JOIN app_held h ON true),
       total AS (
         SELECT CASE WHEN app.paused THEN 0
-                    ELSE greatest(0, least(${o.batchSize}, ${b.appPerMinute} - app.used)) END AS n
+                    ELSE greatest(0, least(${options.batchSize}, ${budget.appPerMinute} - app.used)) END AS n
         FROM app),
       open_tenants AS (
         (SELECT p.connection_id AS id, 1 AS k FROM invoice_pushes p CROSS JOIN stamp
@@ -286,9 +286,9 @@ async function claimOnce(db: Database, o: ClaimOptions, lockApp: boolean): Promi
                c.budget_day_at
         FROM unnest((SELECT ids FROM queue)) WITH ORDINALITY AS q(id, k)
         JOIN xero_connections c ON c.id = q.id
-        WHERE ${slotsHeld(sql`c.budget_slots`)} < ${b.concurrent}
+        WHERE ${slotsHeld(sql`c.budget_slots`)} < ${budget.concurrent}
           AND (c.parked_until IS NULL OR c.parked_until <= now())
-        ORDER BY q.k LIMIT ${o.batchSize}
+        ORDER BY q.k LIMIT ${options.batchSize}
         FOR UPDATE OF c SKIP LOCKED),
       -- Offers the batch to the locked tenants in order, each as much as it has due, room for and bytes
       -- left for, and stops once the batch or the bytes are spent: a tenant is locked, and its due
@@ -301,7 +301,7 @@ async function claimOnce(db: Database, o: ClaimOptions, lockApp: boolean): Promi
         FROM walk w CROSS JOIN total CROSS JOIN LATERAL (
           SELECT c.k, c.id, f.n, f.bytes
           FROM (SELECT * FROM locked WHERE locked.k > w.k LIMIT 1) c CROSS JOIN stamp
-          CROSS JOIN LATERAL (SELECT greatest(0, least(total.n - w.upto, ${room(b)}))::int AS cap) cap
+          CROSS JOIN LATERAL (SELECT greatest(0, least(total.n - w.upto, ${room(budget)}))::int AS cap) cap
           CROSS JOIN LATERAL (
             SELECT count(*)::int AS n, coalesce(sum(d.size), 0)::bigint AS bytes
             FROM (SELECT d.size, d.r, sum(d.size) OVER (ORDER BY d.r ROWS UNBOUNDED PRECEDING) AS run
@@ -339,14 +339,14 @@ async function claimOnce(db: Database, o: ClaimOptions, lockApp: boolean): Promi
       orphans AS (
         SELECT p.id, p.xero_in_doubt, p.xero_key_sent_at, false AS sent
         FROM invoice_pushes p WHERE p.connection_id IS NULL AND ${due}
-        ORDER BY p.next_attempt_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED),
+        ORDER BY p.next_attempt_at LIMIT ${options.batchSize} FOR UPDATE SKIP LOCKED),
       unsendable AS (
         SELECT p.* FROM candidates c CROSS JOIN LATERAL (
           SELECT p.id, p.xero_in_doubt, p.xero_key_sent_at, false AS sent
           FROM invoice_pushes p WHERE ${dueFor(sql`c.id`)}
-          ORDER BY p.connection_id, p.next_attempt_at LIMIT ${o.batchSize} FOR UPDATE SKIP LOCKED) p
+          ORDER BY p.connection_id, p.next_attempt_at LIMIT ${options.batchSize} FOR UPDATE SKIP LOCKED) p
         WHERE NOT c.sendable
-        LIMIT ${o.batchSize}),
+        LIMIT ${options.batchSize}),
       -- The bytes bound holds here too, whatever the walk counted: the first push always goes.
       taken AS (
         SELECT id, xero_in_doubt, xero_key_sent_at, sent FROM picked WHERE run <= ${maxBytes} OR r = 1
@@ -355,15 +355,15 @@ async function claimOnce(db: Database, o: ClaimOptions, lockApp: boolean): Promi
         -- A recorded send (marked) writes what in-doubt pushes need: the key's first send time (kept if
         -- it went out before), the doubt, and the marker as first sent.
         UPDATE invoice_pushes p SET
-          lease_owner = ${o.owner},
+          lease_owner = ${options.owner},
           lease_expires_at = stamp.slot,
           attempts = p.attempts + 1,
           xero_key_sent_at = CASE WHEN t.marked THEN coalesce(p.xero_key_sent_at, now()) ELSE p.xero_key_sent_at END,
           xero_in_doubt = p.xero_in_doubt OR t.marked,
-          xero_marker = CASE WHEN t.marked THEN coalesce(p.xero_marker, ${o.sends?.markerPrefix ?? ''} || p.id::text)
+          xero_marker = CASE WHEN t.marked THEN coalesce(p.xero_marker, ${options.sends?.markerPrefix ?? ''} || p.id::text)
                              ELSE p.xero_marker END,
           updated_at = now()
-        FROM stamp CROSS JOIN (SELECT taken.*, taken.sent AND ${o.sends !== undefined} AS marked FROM taken) t
+        FROM stamp CROSS JOIN (SELECT taken.*, taken.sent AND ${options.sends !== undefined} AS marked FROM taken) t
         WHERE p.id = t.id AND p.id = ANY(ARRAY(SELECT id FROM taken))
         RETURNING p.id, p.connection_id, CASE WHEN t.sent THEN p.payload END AS payload, p.attempts,
                   p.next_attempt_at, p.status, p.xero_key_generation, t.xero_in_doubt, p.xero_marker, t.marked,
@@ -374,7 +374,7 @@ async function claimOnce(db: Database, o: ClaimOptions, lockApp: boolean): Promi
         UPDATE xero_app_limits a SET
           budget_minute_counts = CASE
             WHEN coalesce(a.paused_until > now(), false)
-              OR ${windowUsed(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`stamp.minute_at`)} + s.n > ${b.appPerMinute}
+              OR ${windowUsed(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`stamp.minute_at`)} + s.n > ${budget.appPerMinute}
             THEN ARRAY[(${APP_MINUTE_SPENT} || a.id)::int]
             ELSE ${windowAdd(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`stamp.minute_at`, minute.n, sql`s.n`)} END,
           budget_minute_at = greatest(a.budget_minute_at, stamp.minute_at),
