@@ -93,6 +93,26 @@ describe('the platform package', () => {
     expect(JSON.parse(readFileSync(join(PACKAGE_DIR, 'package.json'), 'utf8')).license).toBe('MIT');
   });
 
+  it('names no app: no source mentions the product, Xero or invoices (the package is for any app)', () => {
+    const named: string[] = [];
+    const walk = (folder: string) => {
+      for (const entry of readdirSync(folder, { withFileTypes: true })) {
+        const path = join(folder, entry.name);
+        if (entry.isDirectory()) walk(path);
+        else if (entry.name.endsWith('.ts')) {
+          readFileSync(path, 'utf8')
+            .split('\n')
+            .forEach((line, i) => {
+              // The package's own name is the one use of the word allowed.
+              if (/honest(?!-health\/platform)|xero|invoice/i.test(line)) named.push(`${path}:${i + 1}`);
+            });
+        }
+      }
+    };
+    walk(join(PACKAGE_DIR, 'src'));
+    expect(named).toEqual([]);
+  });
+
   it('type-checks alone, with its own tsconfig, from a copy with no app beside it', () => {
     expect(existsSync(join(dir, 'platform/tsconfig.json'))).toBe(true);
     expect(typeCheck(join(dir, 'platform'))).toBe('');

@@ -9,13 +9,13 @@ export type DisposalCause = { source: 'probe'; reason: 'read_only' } | (Poisoned
 
 export const PROBE_READ_ONLY: DisposalCause = { source: 'probe', reason: 'read_only' };
 
-/** The work in words, for log lines: "request", "tick push-invoices", "api-key registry refresh". */
+/** The work in words, for log lines: "request", "tick expire-carts", "api-key registry refresh". */
 export function describeWork(work: PoisonedWork): string {
   if (work.source === 'request') return 'request';
   return work.source === 'tick' ? `tick ${work.name}` : work.name;
 }
 
-/** The cause in words, for log lines: "probe read_only", "poison in tick push-invoices: 25006". */
+/** The cause in words, for log lines: "probe read_only", "poison in tick expire-carts: 25006". */
 export function describeDisposal(cause: DisposalCause): string {
   if (cause.source === 'probe') return `probe ${cause.reason}`;
   return `poison in ${describeWork(cause)}: ${cause.reason}`;

@@ -28,7 +28,7 @@ export function observeRequests(telemetry: Telemetry): MiddlewareHandler {
         {
           kind: 'server',
           headers: c.req.raw.headers,
-          // The path without its query string: /connect/xero/callback carries an OAuth code there.
+          // The path without its query string: an OAuth callback carries its code there.
           attributes: { 'http.request.method': method, 'url.path': c.req.path, 'request.id': requestId },
         },
         async (span) => {
@@ -60,7 +60,7 @@ export function currentRequestId(): string | undefined {
   return typeof id === 'string' ? id : undefined;
 }
 
-// The matched route's template (/api/invoices/:id), never the raw path, so labels stay few. When only
+// The matched route's template (/api/orders/:id), never the raw path, so labels stay few. When only
 // middleware matched (a 404), the template is a wildcard that says nothing: "unmatched".
 function routeOf(c: Context): string {
   const route = routePath(c);

@@ -11,7 +11,7 @@ export type HeartbeatSignal = 'start' | 'success' | 'fail';
 
 export const HEARTBEAT_TIMEOUT_MS = 5000;
 
-/** The environment variable naming a tick's heartbeat URL: push-invoices -> TICK_HEARTBEAT_URL_PUSH_INVOICES. */
+/** The environment variable naming a tick's heartbeat URL: expire-carts -> TICK_HEARTBEAT_URL_EXPIRE_CARTS. */
 export const heartbeatVariable = (tick: string) =>
   `TICK_HEARTBEAT_URL_${tick.toUpperCase().replace(/[^A-Z0-9]+/g, '_')}`;
 

@@ -31,7 +31,7 @@ export async function runOnBun<C, E extends AppEnv>(
   module: ProcessAppModule<C, E>,
   options: ProcessOptions,
 ): Promise<void> {
-  // Node and Bun may generate code: the invoice's schema is compiled (util/validate.ts).
+  // Node and Bun may generate code: a hot path's schema is compiled (util/validate.ts).
   useSchemaCompiler(compile);
   const slot = slotOf(resolveIdentity(module.identity).name);
   await hot[slot]?.stop();

@@ -24,7 +24,7 @@ export async function runOnNode<C, E extends AppEnv>(
   module: ProcessAppModule<C, E>,
   options: ProcessOptions,
 ): Promise<void> {
-  // Node and Bun may generate code: the invoice's schema is compiled (util/validate.ts).
+  // Node and Bun may generate code: a hot path's schema is compiled (util/validate.ts).
   useSchemaCompiler(compile);
   const listeners: Record<(typeof SIGNALS)[number], () => void> = { SIGTERM: () => {}, SIGINT: () => {} };
   await startProcess(

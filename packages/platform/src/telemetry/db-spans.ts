@@ -58,7 +58,7 @@ function finish(span: Span, err?: unknown): void {
   span.end();
 }
 
-// "select … from "invoice_pushes" …", "update "xero_connections" set …", "insert into drizzle.x": the
+// "select … from "orders" …", "update "carts" set …", "insert into drizzle.x": the
 // first keyword and, where there is one, the table (the last part of a qualified name).
 const OPERATION = /^\s*([a-z]+)/i;
 const TABLE =

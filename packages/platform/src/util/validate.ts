@@ -13,7 +13,7 @@ export function validate<S extends ZodMiniType>(schema: S, input: unknown): Retu
   return safeParse(compiledOf(schema), input);
 }
 
-// A schema on a hot path (the invoice of every POST) may be compiled by zod's own `compile`: a
+// A schema on a hot path (the body of every POST) may be compiled by zod's own `compile`: a
 // generated parser that answers valid input and hands anything it rejects to the runtime parser, so
 // the output and the error messages are zod's (zod/v4/core/compile.d.ts). The compiler is handed in by
 // the Node and Bun entries only: it is 90 KB that the Worker bundle cannot spare, and workerd forbids

@@ -80,7 +80,7 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** "npm start", "node dist/node.js", "tsx cli/org.ts create": what the operator would recognise. */
+/** "npm start", "node dist/node.js", "tsx scripts/seed.ts": what the operator would recognise. */
 function describeProcess(): string {
   const script = process.env.npm_lifecycle_event;
   if (script) return script === 'start' ? 'npm start' : `npm run ${script}`;
