@@ -149,22 +149,23 @@ export function identityRoutes(state: SandboxState): Hono {
     return authorize(c, q, { deny: false, tenantIds: [tenantId] });
   });
 
-  app.post('/connect/token', async (c) => {
+  // The token and revocation endpoints' client authentication: a form body, and this client's id and
+  // secret (a 401 invalid_client otherwise, with Xero's description where it gives one).
+  const authenticatedClient = async (c: Context, wrong?: string, missing?: string) => {
     const form = await readForm(c);
     if (!form) return oauthError(400, 'invalid_request', 'body must be application/x-www-form-urlencoded');
     const credentials = clientCredentials(c.req.header('authorization'), form);
-    if (
-      !credentials ||
-      credentials.id !== state.client.clientId ||
-      credentials.secret !== state.client.clientSecret
-    ) {
-      state.stats.invalidClients += 1;
-      return oauthError(
-        401,
-        'invalid_client',
-        credentials ? 'wrong client id or secret' : 'no client credentials',
-      );
+    if (credentials?.id === state.client.clientId && credentials.secret === state.client.clientSecret) {
+      return { form, credentials };
     }
+    state.stats.invalidClients += 1;
+    return oauthError(401, 'invalid_client', credentials ? wrong : missing);
+  };
+
+  app.post('/connect/token', async (c) => {
+    const client = await authenticatedClient(c, 'wrong client id or secret', 'no client credentials');
+    if (client instanceof Response) return client;
+    const { form, credentials } = client;
     const now = state.now();
     const grantType = form.get('grant_type');
     let result: GrantResult;
@@ -199,17 +200,9 @@ export function identityRoutes(state: SandboxState): Hono {
   // RFC 7009, as Xero implements it for refresh tokens: revokes the grant and removes every connection
   // of that user to the app, not only this grant's (xero-node README, revokeToken).
   app.post('/connect/revocation', async (c) => {
-    const form = await readForm(c);
-    if (!form) return oauthError(400, 'invalid_request', 'body must be application/x-www-form-urlencoded');
-    const credentials = clientCredentials(c.req.header('authorization'), form);
-    if (
-      !credentials ||
-      credentials.id !== state.client.clientId ||
-      credentials.secret !== state.client.clientSecret
-    ) {
-      state.stats.invalidClients += 1;
-      return oauthError(401, 'invalid_client');
-    }
+    const client = await authenticatedClient(c);
+    if (client instanceof Response) return client;
+    const { form, credentials } = client;
     const token = form.get('token');
     if (!token) return oauthError(400, 'invalid_request', 'token is required');
     if (state.identity.revokeRefreshToken(token, credentials.id, state.now())) state.stats.revocations += 1;

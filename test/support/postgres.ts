@@ -225,25 +225,8 @@ class PgCluster implements Cluster {
     return `postgres://postgres@${this.host}:${this.port}/${database}`;
   }
 
-  async query<R extends QueryResultRow = QueryResultRow>(
-    sql: string,
-    params?: unknown[],
-  ): Promise<QueryResult<R>> {
-    const client = new pg.Client({
-      host: this.host,
-      port: this.port,
-      user: 'postgres',
-      database: 'postgres',
-      connectionTimeoutMillis: 10_000,
-    });
-    // Failures surface through connect()/query(); this only stops a late socket error crashing the run.
-    client.on('error', () => {});
-    await client.connect();
-    try {
-      return await client.query<R>(sql, params);
-    } finally {
-      await client.end().catch(() => {});
-    }
+  query<R extends QueryResultRow = QueryResultRow>(sql: string, params?: unknown[]): Promise<QueryResult<R>> {
+    return superuserQuery<R>(this.host, this.port, sql, params);
   }
 
   async stop(mode: StopMode = 'fast'): Promise<void> {
@@ -470,4 +453,28 @@ function chownTree(path: string, uid: number, gid: number): void {
   chownSync(path, uid, gid);
   if (!lstatSync(path).isDirectory()) return;
   for (const name of readdirSync(path)) chownTree(join(path, name), uid, gid);
+}
+
+/** One statement as the superuser on the `postgres` database, over a connection of its own. */
+export async function superuserQuery<R extends QueryResultRow = QueryResultRow>(
+  host: string,
+  port: number,
+  sql: string,
+  params?: unknown[],
+): Promise<QueryResult<R>> {
+  const client = new pg.Client({
+    host,
+    port,
+    user: 'postgres',
+    database: 'postgres',
+    connectionTimeoutMillis: 10_000,
+  });
+  // Failures surface through connect()/query(); this only stops a late socket error crashing the run.
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    return await client.query<R>(sql, params);
+  } finally {
+    await client.end().catch(() => {});
+  }
 }

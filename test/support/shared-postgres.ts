@@ -2,9 +2,8 @@
 // a file that needs only databases takes them from it (freshDatabase, ownedDatabase) instead of paying
 // initdb and a start of its own. A file that stops, restarts, promotes or reconfigures its server,
 // needs a standby, or counts anything cluster-wide keeps its own startCluster().
-import pg, { type QueryResult, type QueryResultRow } from 'pg';
 import { inject } from 'vitest';
-import type { Cluster } from './postgres.js';
+import { type Cluster, superuserQuery } from './postgres.js';
 
 export interface SharedPostgres {
   port: number;
@@ -22,27 +21,6 @@ declare module 'vitest' {
 const notOurs = (what: string) => () =>
   Promise.reject(new Error(`the shared cluster is every file's: ${what} needs a startCluster() of its own`));
 
-async function superuserQuery<R extends QueryResultRow>(
-  port: number,
-  sql: string,
-  params?: unknown[],
-): Promise<QueryResult<R>> {
-  const client = new pg.Client({
-    host: '127.0.0.1',
-    port,
-    user: 'postgres',
-    database: 'postgres',
-    connectionTimeoutMillis: 10_000,
-  });
-  client.on('error', () => {});
-  await client.connect();
-  try {
-    return await client.query<R>(sql, params);
-  } finally {
-    await client.end().catch(() => {});
-  }
-}
-
 /**
  * The run's shared cluster. Its remove() drops what this file made there: test files run one per
  * process, and freshDatabase/ownedDatabase name their databases and roles after the process id.
@@ -58,24 +36,27 @@ export function sharedCluster(): Cluster {
     dataDir: shared.dataDir,
     logFile: shared.logFile,
     url: (database = 'postgres') => `postgres://postgres@127.0.0.1:${port}/${database}`,
-    query: (sql, params) => superuserQuery(port, sql, params),
+    query: (sql, params) => superuserQuery('127.0.0.1', port, sql, params),
     stop: notOurs('stopping'),
     start: notOurs('starting'),
     promote: notOurs('promoting'),
     async remove() {
       const databases = await superuserQuery<{ datname: string }>(
+        '127.0.0.1',
         port,
         'SELECT datname FROM pg_database WHERE datname LIKE $1',
         [mine],
       );
       for (const { datname } of databases.rows)
-        await superuserQuery(port, `DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+        await superuserQuery('127.0.0.1', port, `DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
       const roles = await superuserQuery<{ rolname: string }>(
+        '127.0.0.1',
         port,
         'SELECT rolname FROM pg_roles WHERE rolname LIKE $1',
         [mine],
       );
-      for (const { rolname } of roles.rows) await superuserQuery(port, `DROP ROLE IF EXISTS "${rolname}"`);
+      for (const { rolname } of roles.rows)
+        await superuserQuery('127.0.0.1', port, `DROP ROLE IF EXISTS "${rolname}"`);
     },
     // Every file's statements are in it: a file that reads its server's log needs a cluster of its own.
     readLog: () => {
