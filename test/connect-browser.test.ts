@@ -115,7 +115,6 @@ describe.skipIf(!hasChromium)(`the connect pages in Chromium (${CHROMIUM_HINT})`
     }
 
     // The click spends the link: POST, 303 to Xero's authorize URL, where the consent page shows.
-    sandbox.state.authorizePlans.push({ deny: false, tenantIds: [tenant], grantScope: null });
     const authorizeUrl = `${sandbox.url}/identity/connect/authorize`;
     const consent = await clickThrough(page, 'Continue to Xero', authorizeUrl);
     expect(consent.status()).toBe(200);
@@ -123,8 +122,9 @@ describe.skipIf(!hasChromium)(`the connect pages in Chromium (${CHROMIUM_HINT})`
     expect(posted?.status()).toBe(303);
     expect(consent.request().redirectedFrom()?.method()).toBe('POST');
     expect(new URL(page.url()).searchParams.get('code_challenge_method')).toBe('S256');
-    await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toMatch(/wants access/);
-    expect(await page.getByRole('listitem').filter({ hasText: 'Browser Books' }).count()).toBe(1);
+    await expect.poll(() => page.getByRole('heading', { level: 1 }).textContent()).toMatch(/wants to access/);
+    // The person picks the organisation to connect, as on Xero's page.
+    await page.getByRole('radio', { name: 'Browser Books' }).check();
 
     // The binding cookie, as the browser keeps it: beside the callback only, not for scripts, sent on
     // Xero's top-level redirect back (Lax), not Secure (this callback is plain http), ten minutes.
@@ -169,7 +169,7 @@ describe.skipIf(!hasChromium)(`the connect pages in Chromium (${CHROMIUM_HINT})`
 
   it("a stranger's browser landing on the callback is refused with a page, and the person's flow still ends connected", async () => {
     const org = await organizationWithLink('Stranger Target');
-    const theirs = sandbox.state.createTenant({ name: 'Stranger Books' }).id;
+    sandbox.state.createTenant({ name: 'Stranger Books' });
     const own = sandbox.state.createTenant({ name: 'Own Books' }).id;
     const page = await browser.person.newPage();
     await openConfirmPage(page, org.link);
@@ -181,8 +181,8 @@ describe.skipIf(!hasChromium)(`the connect pages in Chromium (${CHROMIUM_HINT})`
     const stranger = await browser.stranger();
     try {
       const strangersPage = await stranger.newPage();
-      sandbox.state.authorizePlans.push({ deny: false, tenantIds: [theirs], grantScope: null });
       await strangersPage.goto(consentUrl);
+      await strangersPage.getByRole('radio', { name: 'Stranger Books' }).check();
       const refused = await clickThrough(strangersPage, 'Allow access', callbackUrl);
       expect(refused.status()).toBe(400);
       expect(await strangersPage.title()).toBe('Xero was not connected');
@@ -196,7 +196,7 @@ describe.skipIf(!hasChromium)(`the connect pages in Chromium (${CHROMIUM_HINT})`
     expect(await connectionsOf(org.apiKey)).toEqual([]);
 
     // The refusal spent nothing of the person's: their own "Allow access" still connects their books.
-    sandbox.state.authorizePlans.push({ deny: false, tenantIds: [own], grantScope: null });
+    await page.getByRole('radio', { name: 'Own Books' }).check();
     const done = await clickThrough(page, 'Allow access', callbackUrl);
     expect(done.status()).toBe(200);
     expect(await page.title()).toBe('Xero connected');
