@@ -14,7 +14,7 @@ import { cancelPush } from '../src/app/invoices/control.js';
 import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { claimPushes } from '../src/app/push/claim.js';
 import { KEY_RESEND_WITHIN_MS, type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
-import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
+import type { XeroClient } from '../src/app/xero/client.js';
 import { freshDatabase } from './support/databases.js';
 import { type InProcessApp, startInProcess } from './support/in-process.js';
 import type { Cluster } from './support/postgres.js';
@@ -26,9 +26,9 @@ import {
   pushRow,
   pushTickDeps,
   queuePush,
+  recordingClient,
   type Sandbox,
   testBox,
-  xeroConfigFor,
 } from './support/ticks.js';
 
 let cluster: Cluster;
@@ -54,23 +54,6 @@ afterAll(async () => {
   await sandbox?.close();
   await cluster?.remove();
 });
-
-function recordingClient() {
-  const inner = createXeroClient(xeroConfigFor(sandbox));
-  const calls: string[] = [];
-  const xero: XeroClient = {
-    ...inner,
-    putInvoice(token, tenantId, key, invoice) {
-      calls.push(`PUT ${key}`);
-      return inner.putInvoice(token, tenantId, key, invoice);
-    },
-    findInvoice(token, tenantId, marker) {
-      calls.push(`GET ${marker}`);
-      return inner.findInvoice(token, tenantId, marker);
-    },
-  };
-  return { xero, calls };
-}
 
 function deps(xero: XeroClient, overrides: Partial<PushTickDeps> = {}): PushTickDeps {
   return pushTickDeps(sandbox, box, log, { xero, tokens: new AccessTokenCache(), ...overrides });
@@ -108,7 +91,7 @@ describe('POST /api/invoices/{id}/retry', () => {
   it('a dead push whose answer was lost is retried under the same key inside Xero’s window: one invoice', async () => {
     const { org, tenantId } = await organization();
     const id = await queuePush(handle.db, org.id, 'lost-1');
-    const { xero, calls } = recordingClient();
+    const { xero, calls } = recordingClient(sandbox);
     sandbox.state.faults.add({ target: 'invoices', kind: 'drop', count: 1 });
     expect(await pushDueInvoices(handle.db, deps(xero, { maxAttempts: 1 }))).toMatchObject({ dead: 1 });
     expect(await pushRow(url, id)).toMatchObject({ status: 'dead', xero_in_doubt: true });
@@ -134,7 +117,7 @@ describe('POST /api/invoices/{id}/retry', () => {
   it('after the key expired, the retried push is looked up by its marker, found, and not made again', async () => {
     const { org, tenantId } = await organization();
     const id = await queuePush(handle.db, org.id, 'lost-2');
-    const { xero, calls } = recordingClient();
+    const { xero, calls } = recordingClient(sandbox);
     sandbox.state.faults.add({ target: 'invoices', kind: 'drop', count: 1 });
     await pushDueInvoices(handle.db, deps(xero, { maxAttempts: 1 }));
     expect((await call(org.apiKey, id, 'retry', 'retry-lost-2')).status).toBe(202);
@@ -156,7 +139,7 @@ describe('POST /api/invoices/{id}/retry', () => {
       date: '2026-11-29',
       currency: 'NZD',
     });
-    const { xero, calls } = recordingClient();
+    const { xero, calls } = recordingClient(sandbox);
     expect(await pushDueInvoices(handle.db, deps(xero))).toMatchObject({ dead: 1 });
     expect(await pushRow(url, id)).toMatchObject({ status: 'dead', xero_in_doubt: false });
     // The customer adds the account in Xero, then retries.
@@ -274,7 +257,7 @@ describe('POST /api/invoices/{id}/cancel', () => {
     }
     // Cancelling again is answered as done.
     expect((await call(org.apiKey, ids[0] as string, 'cancel')).status).toBe(200);
-    const { xero, calls } = recordingClient();
+    const { xero, calls } = recordingClient(sandbox);
     await pushDueInvoices(handle.db, deps(xero));
     expect(calls.filter((c) => ids.some((id) => c.includes(id)))).toEqual([]);
     expect(created(tenantId)).toBe(0);
@@ -333,7 +316,7 @@ describe('POST /api/invoices/{id}/cancel', () => {
 
   it('a cancel racing a claim never lets a cancelled push reach Xero', async () => {
     const { org, tenantId } = await organization();
-    const inner = recordingClient().xero;
+    const inner = recordingClient(sandbox).xero;
     // Each send takes a while, so the cancels land before, during and after it.
     const xero: XeroClient = {
       ...inner,

@@ -24,6 +24,7 @@ import {
   pushRow,
   pushTickDeps,
   queuePush,
+  recordingClient,
   type Sandbox,
   testBox,
   xeroConfigFor,
@@ -47,24 +48,6 @@ afterAll(async () => {
   await sandbox?.close();
   await cluster?.remove();
 });
-
-/** The sandbox client, with every Xero call it makes recorded (`PUT <key>` or `GET <marker>`). */
-function recordingClient() {
-  const inner = createXeroClient(xeroConfigFor(sandbox));
-  const calls: string[] = [];
-  const xero: XeroClient = {
-    ...inner,
-    putInvoice(token, tenantId, key, invoice) {
-      calls.push(`PUT ${key}`);
-      return inner.putInvoice(token, tenantId, key, invoice);
-    },
-    findInvoice(token, tenantId, marker) {
-      calls.push(`GET ${marker}`);
-      return inner.findInvoice(token, tenantId, marker);
-    },
-  };
-  return { xero, calls };
-}
 
 function deps(xero: XeroClient): PushTickDeps {
   return pushTickDeps(sandbox, box, log, { xero, tokens: new AccessTokenCache() });
@@ -93,7 +76,7 @@ describe('exactly once across Xero’s six minutes', () => {
       currency: 'NZD',
       reference: 'PO-77',
     });
-    const { xero, calls } = recordingClient();
+    const { xero, calls } = recordingClient(sandbox);
     // Xero creates the invoice, and its answer is lost.
     sandbox.state.faults.add({ target: 'invoices', kind: 'drop', count: 1 });
     expect(await pushDueInvoices(handle.db, deps(xero))).toMatchObject({ retrying: 1 });
@@ -124,7 +107,7 @@ describe('exactly once across Xero’s six minutes', () => {
   it('A retry inside the window keeps the key', async () => {
     const { org, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Early Retry Co');
     const id = await queuePush(handle.db, org.id, 'early-1');
-    const { xero, calls } = recordingClient();
+    const { xero, calls } = recordingClient(sandbox);
     sandbox.state.faults.add({ target: 'invoices', kind: 'drop', count: 1 });
     await pushDueInvoices(handle.db, deps(xero));
     await elapse(id, KEY_RESEND_WITHIN_MS - 30_000);
@@ -137,7 +120,7 @@ describe('exactly once across Xero’s six minutes', () => {
   it('A cached error: a 500 under a key is not resent into replays; a lookup, then one invoice under a new key', async () => {
     const { org, tenantId } = await connectedOrganization(handle.db, box, sandbox, 'Cached Error Co');
     const id = await queuePush(handle.db, org.id, 'cached-1');
-    const { xero, calls } = recordingClient();
+    const { xero, calls } = recordingClient(sandbox);
     const replays = sandbox.state.statsSnapshot().idempotentReplays;
     sandbox.state.faults.add({ target: 'invoices', kind: '500', count: 1 });
     await pushDueInvoices(handle.db, deps(xero));
@@ -201,7 +184,7 @@ describe('exactly once across Xero’s six minutes', () => {
       sql`UPDATE invoice_pushes SET lease_expires_at = now() - interval '1 second', next_attempt_at = now() WHERE id = ${id}`,
     );
     const replays = sandbox.state.statsSnapshot().idempotentReplays;
-    const { xero, calls } = recordingClient();
+    const { xero, calls } = recordingClient(sandbox);
     expect(await pushDueInvoices(handle.db, { ...deps(xero), owner: 'replica-b' })).toMatchObject({
       pushed: 1,
     });
@@ -239,7 +222,7 @@ describe('exactly once across Xero’s six minutes', () => {
       expect(await row(fresh)).toMatchObject({ xero_in_doubt: false, xero_key_sent_at: null });
 
       await old.db.execute(sql`UPDATE invoice_pushes SET next_attempt_at = now()`);
-      const { xero, calls } = recordingClient();
+      const { xero, calls } = recordingClient(sandbox);
       await pushDueInvoices(old.db, deps(xero));
       // The stale one is looked up (absent here); the recent one keeps its key inside the window.
       expect(calls.sort()).toEqual(
@@ -259,7 +242,7 @@ describe('exactly once across Xero’s six minutes', () => {
     await handle.db.execute(
       sql`UPDATE invoice_pushes SET status = 'failed', attempts = 1, last_error = 'timeout' WHERE id = ${id}`,
     );
-    const { xero, calls } = recordingClient();
+    const { xero, calls } = recordingClient(sandbox);
     expect(await pushDueInvoices(handle.db, deps(xero))).toMatchObject({ retrying: 1 });
     expect(await pushDueInvoices(handle.db, deps(xero))).toMatchObject({ pushed: 1 });
     expect(calls).toEqual([`GET http://127.0.0.1:1/api/invoices/${id}`, `PUT ${id}:1`]);

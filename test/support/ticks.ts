@@ -14,7 +14,7 @@ import { migrations } from '../../src/app/migrations.gen.js';
 import { createOrganization } from '../../src/app/organizations.js';
 import { XERO_BUDGET } from '../../src/app/push/budget.js';
 import type { PushTickDeps } from '../../src/app/push/tick.js';
-import { authEventIdOf, createXeroClient } from '../../src/app/xero/client.js';
+import { authEventIdOf, createXeroClient, type XeroClient } from '../../src/app/xero/client.js';
 import { TEST_TOKEN_KEY } from './server.js';
 
 export type Sandbox = Awaited<ReturnType<typeof startXeroSandbox>>;
@@ -239,4 +239,22 @@ export function refreshTickDeps(
     log,
     ...overrides,
   };
+}
+
+/** The sandbox's client, with every Xero call it makes recorded (`PUT <key>` or `GET <marker>`). */
+export function recordingClient(sandbox: Sandbox) {
+  const inner = createXeroClient(xeroConfigFor(sandbox));
+  const calls: string[] = [];
+  const xero: XeroClient = {
+    ...inner,
+    putInvoice(token, tenantId, key, invoice) {
+      calls.push(`PUT ${key}`);
+      return inner.putInvoice(token, tenantId, key, invoice);
+    },
+    findInvoice(token, tenantId, marker) {
+      calls.push(`GET ${marker}`);
+      return inner.findInvoice(token, tenantId, marker);
+    },
+  };
+  return { xero, calls };
 }
