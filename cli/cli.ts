@@ -1,8 +1,9 @@
 // What the operator's commands (cli/org.ts, cli/migrate.ts) share: a usage error is one line on
 // stderr and exit 2; any other failure is one line and exit 1; never a stack trace.
 
-import { ConfigError } from '@honest-health/platform';
+import { type Config, ConfigError, type DatabasePool, type Logger } from '@honest-health/platform';
 import { DatabaseLockedError } from '@honest-health/platform/drivers/pglite';
+import { openDriver } from '../src/app/databases.js';
 
 export const EXIT_USAGE = 2;
 export const EXIT_FAILURE = 1;
@@ -32,5 +33,25 @@ export async function runCli(name: string, usage: string, main: () => Promise<vo
         : `failed: ${err instanceof Error ? err.message : String(err)}`;
     process.stderr.write(`${name}: ${message.replace(/\s*\n\s*/g, ' ')}\n`);
     process.exitCode = EXIT_FAILURE;
+  }
+}
+
+/** Runs `work` on the configured database's app pool, then ends the pool and the driver either way. */
+export async function withAppPool<T>(
+  config: Config,
+  log: Logger,
+  work: (pool: DatabasePool) => Promise<T>,
+): Promise<T> {
+  const driver = openDriver(config, log);
+  try {
+    await driver.ready();
+    const pool = driver.createPool('app');
+    try {
+      return await work(pool);
+    } finally {
+      await pool.end();
+    }
+  } finally {
+    await driver.close();
   }
 }

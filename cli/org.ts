@@ -13,7 +13,6 @@ import type { Database } from '@honest-health/platform';
 import { createLogger, loadConfig } from '@honest-health/platform';
 import { migrate } from '@honest-health/platform/db';
 import { createApiKey, listApiKeys, revokeApiKey } from '../src/app/api-keys.js';
-import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import {
   createOrganization,
@@ -21,7 +20,7 @@ import {
   organizationsNamed,
   removeOrganization,
 } from '../src/app/organizations.js';
-import { EXIT_FAILURE, runCli, UsageError } from './cli.js';
+import { EXIT_FAILURE, runCli, UsageError, withAppPool } from './cli.js';
 
 const USAGE =
   'usage: npm run org:create -- --name "Acme" [--allow-duplicate] | npm run org:list | npm run org:remove -- --id <uuid>' +
@@ -136,17 +135,8 @@ await runCli('org', USAGE, async () => {
   const run = parse(process.argv.slice(2));
   const config = loadConfig(process.env);
   const log = createLogger('warn');
-  const driver = openDriver(config, log);
-  try {
-    await driver.ready();
-    const pool = driver.createPool('app');
-    try {
-      await migrate(pool, migrations, log);
-      await run(pool.db);
-    } finally {
-      await pool.end();
-    }
-  } finally {
-    await driver.close();
-  }
+  await withAppPool(config, log, async (pool) => {
+    await migrate(pool, migrations, log);
+    await run(pool.db);
+  });
 });

@@ -11,8 +11,7 @@ import { ConfigError, createLogger, loadConfig } from '@honest-health/platform';
 import { createSecretBox } from '@honest-health/platform/crypto';
 import { loadAppConfig } from '../src/app/config.js';
 import { resealGrantTokens } from '../src/app/connections/reseal.js';
-import { openDriver } from '../src/app/databases.js';
-import { EXIT_FAILURE, runCli, UsageError } from './cli.js';
+import { EXIT_FAILURE, runCli, UsageError, withAppPool } from './cli.js';
 
 const USAGE = 'usage: npm run tokens:reseal [-- --batch-size <1-1000>]';
 
@@ -30,18 +29,7 @@ await runCli('tokens', USAGE, async () => {
     throw new ConfigError(['TOKEN_ENCRYPTION_KEY is required: it is the key every token is resealed under']);
   const box = await createSecretBox(app.tokenEncryptionKey, app.previousTokenEncryptionKeys);
   const log = createLogger('warn');
-  const driver = openDriver(config, log);
-  try {
-    await driver.ready();
-    const pool = driver.createPool('app');
-    try {
-      const counts = await resealGrantTokens(pool.db, box, { batchSize });
-      console.log(JSON.stringify({ keyId: box.keyId, ...counts }));
-      if (counts.unreadable > 0 || counts.busy > 0) process.exitCode = EXIT_FAILURE;
-    } finally {
-      await pool.end();
-    }
-  } finally {
-    await driver.close();
-  }
+  const counts = await withAppPool(config, log, (pool) => resealGrantTokens(pool.db, box, { batchSize }));
+  console.log(JSON.stringify({ keyId: box.keyId, ...counts }));
+  if (counts.unreadable > 0 || counts.busy > 0) process.exitCode = EXIT_FAILURE;
 });
