@@ -16,24 +16,44 @@ export interface FloodResult {
 
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
+/** What one reading adds to the count it reads next: its session's start and its transaction. */
+const READER_XACTS = 2;
+
 /**
- * Committed + rolled-back transactions of one database. A pool's connected backend flushes its
- * counters at most once a second while busy and 10 s after it went idle (PGSTAT_IDLE_INTERVAL,
- * PostgreSQL 15+): read only that long after the last transaction.
+ * Committed + rolled-back transactions of one database. A backend flushes its counters at most once a
+ * second while busy and up to 10 s after it went idle (PGSTAT_IDLE_INTERVAL, PostgreSQL 15+), but at
+ * once when it exits: every other session of the database is ended first (the server's pool opens new
+ * ones when it needs them), in one transaction whose own cost is READER_XACTS in the next reading.
  */
 async function xactCount(databaseUrl: string): Promise<number> {
-  await sleep(11_000);
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   try {
+    await client.query('BEGIN');
+    const others = 'datname = current_database() AND pid <> pg_backend_pid()';
+    await client.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE ${others}`);
+    for (let left = 1; left > 0; ) {
+      // Inside a transaction the activity and the counters are snapshots: clear them to see anew.
+      await client.query('SELECT pg_stat_clear_snapshot()');
+      const { rows } = await client.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE ${others}`,
+      );
+      left = rows[0]?.n ?? 0;
+      if (left > 0) await sleep(20);
+    }
+    await client.query('SELECT pg_stat_clear_snapshot()');
     const { rows } = await client.query<{ n: string }>(
       'SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = current_database()',
     );
+    await client.query('COMMIT');
     return Number(rows[0]?.n ?? 0);
   } finally {
     await client.end();
   }
 }
+
+/** How long the database's idle rate is measured before the flood. */
+const IDLE_WINDOW_MS = 3_000;
 
 const randomToken = () => Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString('base64url');
 
@@ -50,9 +70,9 @@ export async function floodConnect(options: {
   headers?: (i: number) => Record<string, string>;
 }): Promise<FloodResult> {
   const { baseUrl, databaseUrl, requests, concurrency } = options;
-  // The reader's own connection and query are transactions too: measured alike in both windows.
   const startedIdle = await xactCount(databaseUrl);
   const idleStarted = performance.now();
+  await sleep(IDLE_WINDOW_MS);
   let next = 0;
   const statuses: Record<string, number> = {};
   const send = async (i: number) => {
@@ -80,10 +100,9 @@ export async function floodConnect(options: {
   );
   const durationMs = performance.now() - started;
   const after = await xactCount(databaseUrl);
-  // Each reading is a transaction of its own; the idle window (one flush wait long) is scaled to the
-  // flood's (which includes one flush wait too).
-  const idleScaled = ((idleXacts - 1) * (durationMs + 11_000)) / Math.max(idleMs, 1);
-  const xacts = after - before - 1;
+  // The idle window's rate, scaled to the flood's duration.
+  const idleScaled = (Math.max(0, idleXacts - READER_XACTS) * durationMs) / Math.max(idleMs, 1);
+  const xacts = after - before - READER_XACTS;
   return {
     requests,
     statuses,
