@@ -1,6 +1,6 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 
-// Two layers (docs/testing.md), and the examples' suites. `npm test` runs them all; `npm run test:fast`
+// Two layers (docs/testing.md), and the platform's own suite. `npm test` runs them all; `npm run test:fast`
 // only the first (the projects named fast*).
 // - fast: pure logic and the app called in-process on PGlite. It spawns nothing, so it needs neither
 //   the build nor the secret scan of spawned servers' logs that the global setup does.
@@ -49,15 +49,16 @@ export default defineConfig({
           include: ['test/**/*.test.ts'],
           exclude: [...configDefaults.exclude, FAST],
           globalSetup: ['test/support/global-setup.ts'],
-          // Each test file starts its own Postgres clusters and child servers: two files at a time
-          // keep a 2-core machine responsive enough that timeouts mean something.
+          // Files share their workers' modules as the fast layer's do: a fresh import of the support
+          // modules, pg, hono and the Xero sandbox for every file cost seconds each. Nothing in them
+          // keeps state a later file could see (shared-postgres.ts drops a file's databases after it).
+          isolate: false,
+          // Files start Postgres clusters and child servers: two files at a time keep a 2-core machine
+          // responsive enough that timeouts mean something.
           testTimeout: 60_000,
           hookTimeout: 120_000,
         },
       },
-      // The example apps' own suites, by their own configs (examples/*/vitest.config.ts): each boots its
-      // app on Node and in workerd.
-      'examples/*',
     ],
   },
 });

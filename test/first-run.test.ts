@@ -9,6 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';
+import { seedPgliteDir } from './support/pglite-template.js';
 import type { Cluster } from './support/postgres.js';
 import { type LogLine, type ServerProcess, spawnServer, spawnStart } from './support/server.js';
 import { sharedCluster } from './support/shared-postgres.js';
@@ -22,6 +23,14 @@ const freshDir = () => {
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
+
+// An initdb'd embedded database, for the tests about what runs beside it rather than about a first
+// boot on nothing (the first test's): PGlite's initdb is most of a boot's time.
+const seededDir = async () => {
+  const dir = freshDir();
+  await seedPgliteDir(join(dir, '.data/pglite'));
+  return dir;
+};
 
 const developmentLine = (l: LogLine) => l.msg.startsWith('development mode:');
 
@@ -83,7 +92,7 @@ describe('npm start with nothing configured', () => {
 
   it('a XERO_* credential set: no sandbox, whatever the database', async () => {
     const server = await spawnStart({
-      cwd: freshDir(),
+      cwd: await seededDir(),
       env: {
         TOKEN_ENCRYPTION_KEY: undefined,
         XERO_CLIENT_ID: 'real-client',
@@ -102,7 +111,7 @@ describe('npm start with nothing configured', () => {
 
 describe('the product alone', () => {
   it('`node dist/node.js` with nothing configured runs no sandbox: Xero stays unconfigured', async () => {
-    const server = await spawnServer({ cwd: freshDir(), env: { TOKEN_ENCRYPTION_KEY: undefined } });
+    const server = await spawnServer({ cwd: await seededDir(), env: { TOKEN_ENCRYPTION_KEY: undefined } });
     try {
       await server.waitForReady(180_000);
       expect(server.logs.some(developmentLine)).toBe(false);

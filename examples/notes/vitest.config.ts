@@ -1,6 +1,7 @@
 import { defineConfig } from 'vitest/config';
 
-// The example's own suites (`npm test` here, or the project `example` from the repository's root): each
+// The example's own suites (`npm test` here; the repository's `npm test` runs them from the packed platform
+// in a copy outside the repository, test/platform-tarball.test.ts): each
 // boots the app on Node and in workerd against a throwaway Postgres cluster of its own.
 export default defineConfig({
   test: {

@@ -22,8 +22,8 @@ const notOurs = (what: string) => () =>
   Promise.reject(new Error(`the shared cluster is every file's: ${what} needs a startCluster() of its own`));
 
 /**
- * The run's shared cluster. Its remove() drops what this file made there: test files run one per
- * process, and freshDatabase/ownedDatabase name their databases and roles after the process id.
+ * The run's shared cluster. Its remove() drops what this file made there: freshDatabase/ownedDatabase
+ * name their databases and roles after the process id, and a process runs its files one at a time.
  */
 export function sharedCluster(): Cluster {
   const shared = inject('sharedPostgres');
