@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateApiKey, hashApiKey } from '../src/app/api-keys.js';
 import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
-import { freshDatabase } from './support/databases.js';
+import { freshDatabase, migratedDatabase } from './support/databases.js';
 import { invoiceBody, waitForKey } from './support/orgs.js';
 import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
@@ -74,7 +74,7 @@ afterAll(async () => {
 
 describe('rotation', () => {
   it('a second key, then the first revoked: 401 on both replicas within API_KEY_REFRESH_MS, no data touched', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const env = { DATABASE_URL: url };
     const created = await org(['create', '--name', 'Rotating Ltd'], env);
     expect(created.code, created.stderr).toBe(0);

@@ -6,7 +6,7 @@ import { resolve } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
-import { freshDatabase } from './support/databases.js';
+import { freshDatabase, migratedDatabase } from './support/databases.js';
 import { expectFirstStartStoppedBySigint } from './support/first-start-signal.js';
 import { startHeartbeatSink } from './support/heartbeat-sink.js';
 import type { Cluster } from './support/postgres.js';
@@ -46,7 +46,7 @@ async function readyz(server: ServerProcess) {
 
 describe('Bun entry', () => {
   it('records its tick runs: /healthz/ticks, Sentry check-ins and heartbeats', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const [sandbox, sentry, heartbeats] = await Promise.all([
       startXeroSandbox({ port: 0 }),
       startSentrySink(),
@@ -144,7 +144,7 @@ describe('Bun entry', () => {
   });
 
   it('on SIGTERM turns draining at once, finishes the in-flight request and exits 0', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const server = await spawnBun({ DATABASE_URL: url, PROBE_TIMEOUT_MS: '8000', SHUTDOWN_DELAY_MS: '2000' });
     const locker = new pg.Client(url);
     try {
@@ -187,7 +187,7 @@ describe('Bun entry', () => {
     }
   });
   it("answers a request that takes longer than Bun's default 10 s idle timeout", async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const server = await spawnBun({ DATABASE_URL: url, PROBE_TIMEOUT_MS: '20000' });
     const locker = new pg.Client(url);
     try {

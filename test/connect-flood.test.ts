@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { floodConnect } from './support/connect-flood.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
 import { sharedCluster } from './support/shared-postgres.js';
@@ -30,7 +30,7 @@ const env = (extra: Record<string, string> = {}) => ({
 
 beforeAll(async () => {
   [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
-  url = await freshDatabase(cluster);
+  url = await migratedDatabase(cluster);
   direct = await spawnServer({ env: env() });
   await direct.waitForReady();
   behindFly = await spawnServer({ env: env({ CLIENT_IP_HEADER: 'fly-client-ip' }) });

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { Browser } from './support/browser.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import { createOrg, invoiceBody, waitForKey } from './support/orgs.js';
 import { freePort } from './support/ports.js';
 import type { Cluster } from './support/postgres.js';
@@ -19,7 +19,7 @@ let url: string;
 
 beforeAll(async () => {
   [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
-  url = await freshDatabase(cluster);
+  url = await migratedDatabase(cluster);
   const port = await freePort();
   server = await spawnServer({
     port,

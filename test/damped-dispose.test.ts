@@ -11,7 +11,7 @@ import { withPoisonRetry } from '@honest-health/platform/internal/db/poison-retr
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDriver } from '../src/app/databases.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { sharedCluster } from './support/shared-postgres.js';
 import { until } from './support/until.js';
@@ -25,7 +25,7 @@ afterAll(async () => {
 });
 
 async function setup() {
-  const url = await freshDatabase(cluster);
+  const url = await migratedDatabase(cluster);
   const lines: Record<string, unknown>[] = [];
   const log = createLogger('debug', {}, (l) => lines.push(JSON.parse(l)));
   const driver = openDriver(loadConfig({ DATABASE_URL: url }), log);

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { listPushes } from '../src/app/invoices/store.js';
 import { detachSettledPushes } from '../src/app/push/detach-settled.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import { currentXid, rowsWrittenSince, seedHistory } from './support/history.js';
 import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
@@ -41,7 +41,7 @@ let tenantId: string;
 
 beforeAll(async () => {
   [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
-  url = await freshDatabase(cluster);
+  url = await migratedDatabase(cluster);
   handle = await openDatabase(url, captureLog().log);
   box = await testBox();
   pool = new pg.Pool({ connectionString: url, max: 2 });

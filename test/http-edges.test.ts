@@ -3,7 +3,7 @@
 // raw socket, and the wrong method on the probe and scrape routes.
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import { createOrg, waitForKey } from './support/orgs.js';
 import type { Cluster } from './support/postgres.js';
 import { rawRequest, slowUpload } from './support/raw-http.js';
@@ -23,7 +23,7 @@ beforeAll(async () => {
   cluster = sharedCluster();
   await Promise.all(
     (Object.keys(runtimes) as (keyof typeof runtimes)[]).map(async (name) => {
-      const url = await freshDatabase(cluster);
+      const url = await migratedDatabase(cluster);
       const server = await spawnServer({
         ...runtimes[name],
         env: { DATABASE_URL: url, API_KEY_REFRESH_MS: '100' },

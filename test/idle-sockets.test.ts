@@ -6,7 +6,7 @@ import type { Socket } from 'node:net';
 import { resolve } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import { createOrg, waitForKey } from './support/orgs.js';
 import type { Cluster } from './support/postgres.js';
 import { idleSocket, rawRequest } from './support/raw-http.js';
@@ -30,7 +30,7 @@ afterAll(() => {
 });
 
 async function node(env: Record<string, string>, nofile?: number) {
-  const url = await freshDatabase(cluster);
+  const url = await migratedDatabase(cluster);
   const server = await spawnServer({
     ...(nofile
       ? {
@@ -46,7 +46,7 @@ async function node(env: Record<string, string>, nofile?: number) {
 }
 
 async function bunServer(env: Record<string, string>, nofile?: number) {
-  const url = await freshDatabase(cluster);
+  const url = await migratedDatabase(cluster);
   const server = await spawnServer({
     command: nofile ? 'prlimit' : bun,
     args: nofile ? [`--nofile=${nofile}:${nofile}`, bun, bunEntry] : [bunEntry],

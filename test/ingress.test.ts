@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasControlCharacter } from '../src/app/invoices/input.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import { createOrg, invoiceBody, waitForKey } from './support/orgs.js';
 import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
@@ -17,7 +17,7 @@ let db: pg.Pool;
 
 beforeAll(async () => {
   cluster = sharedCluster();
-  url = await freshDatabase(cluster);
+  url = await migratedDatabase(cluster);
   server = await spawnServer({ env: { DATABASE_URL: url, API_KEY_REFRESH_MS: '100' } });
   await server.waitForReady();
   keyA = (await createOrg(url, 'A')).apiKey;

@@ -4,7 +4,7 @@
 import { resolve } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import { createOrg } from './support/orgs.js';
 import { freePort } from './support/ports.js';
 import type { Cluster } from './support/postgres.js';
@@ -54,7 +54,11 @@ describe.each(Object.keys(runtimes) as (keyof typeof runtimes)[])('%s with METRI
     const metricsPort = await freePort();
     const server = await spawnServer({
       ...runtimes[name],
-      env: { DATABASE_URL: await freshDatabase(cluster), HOST: '0.0.0.0', METRICS_PORT: String(metricsPort) },
+      env: {
+        DATABASE_URL: await migratedDatabase(cluster),
+        HOST: '0.0.0.0',
+        METRICS_PORT: String(metricsPort),
+      },
     });
     try {
       await server.waitForReady();
@@ -87,7 +91,7 @@ describe.each(Object.keys(runtimes) as (keyof typeof runtimes)[])('%s with METRI
 
 describe('a flood of scrapes', () => {
   it('does not make /readyz fail: the queue-depth COUNT runs once per window, off the probe pool', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const TOKEN = 'metrics-test-token-0c1d';
     const server = await spawnServer({ env: { DATABASE_URL: url, METRICS_TOKEN: TOKEN } });
     const db = new pg.Client(url);

@@ -11,7 +11,7 @@ import {
 } from '../bench/support/worker-bundle.js';
 import { startNeonProxy } from '../dev/neon-proxy/server.js';
 import { createOrganization } from '../src/app/organizations.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { parsePrometheus, sample } from './support/prometheus.js';
 import { TEST_TOKEN_KEY } from './support/server.js';
@@ -48,7 +48,7 @@ afterAll(async () => {
 
 describe('observability on Workers', () => {
   it('echoes request ids and serves the database gauges on /metrics behind the token', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const { log } = captureLog();
     const handle = await openDatabase(url, log);
     const org = await createOrganization(handle.db, 'Edge Ltd');

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import { createOrg, waitForKey } from './support/orgs.js';
 import type { Cluster } from './support/postgres.js';
 import { parsePrometheus, sample } from './support/prometheus.js';
@@ -38,7 +38,7 @@ async function readyz(server: ServerProcess) {
 
 describe('GET /metrics', () => {
   it('parses as Prometheus text and counts a read-only episode under its cause', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const dbName = new URL(url).pathname.slice(1);
     const server = await spawnServer({
       env: {
@@ -132,7 +132,7 @@ describe('GET /metrics', () => {
   });
 
   it('shows callers waiting for the pool while /readyz stays 200, and counts connections retired at max lifetime', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const server = await spawnServer({
       env: {
         DATABASE_URL: url,
@@ -199,7 +199,7 @@ describe('promtool', () => {
     'finds nothing to lint in our metrics (needs promtool: apt-get install prometheus)',
     async () => {
       expect(promtool, 'promtool is missing: apt-get install prometheus').toBe(true);
-      const url = await freshDatabase(cluster);
+      const url = await migratedDatabase(cluster);
       const server = await spawnServer({ env: { DATABASE_URL: url, METRICS_TOKEN: TOKEN } });
       try {
         await server.waitForReady();
@@ -227,7 +227,7 @@ describe('promtool', () => {
 
 describe('a scrape-only setup', () => {
   it('sees an outage without anyone calling /readyz: each scrape gets a probe at most 1 s old', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const dbName = new URL(url).pathname.slice(1);
     const server = await spawnServer({ env: { DATABASE_URL: url, METRICS_TOKEN: TOKEN } });
     try {

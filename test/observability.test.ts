@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import { createOrg, waitForKey } from './support/orgs.js';
 import type { Cluster } from './support/postgres.js';
 import { type SentrySink, startSentrySink } from './support/sentry-sink.js';
@@ -35,7 +35,7 @@ const events = () =>
 
 describe('request ids, error fields and error tracking', () => {
   it('takes or makes a request id, echoes it, logs it on every line, and reports an unhandled error with it', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const server = await spawnServer({
       env: {
         DATABASE_URL: url,

@@ -15,7 +15,7 @@ import { XERO_BUDGET } from '../src/app/push/budget.js';
 import { claimPushes } from '../src/app/push/claim.js';
 import { KEY_RESEND_WITHIN_MS, type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import type { XeroClient } from '../src/app/xero/client.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import { type InProcessApp, startInProcess } from './support/in-process.js';
 import type { Cluster } from './support/postgres.js';
 import { sharedCluster } from './support/shared-postgres.js';
@@ -42,7 +42,7 @@ const { log } = captureLog();
 beforeAll(async () => {
   [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   box = await testBox();
-  url = await freshDatabase(cluster);
+  url = await migratedDatabase(cluster);
   handle = await openDatabase(url, log);
   const driver = openDriver(loadConfig({ DATABASE_URL: url }), log);
   await driver.ready();

@@ -14,7 +14,7 @@ import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { KEY_RESEND_WITHIN_MS, type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient, type XeroClient } from '../src/app/xero/client.js';
-import { freshDatabase } from './support/databases.js';
+import { freshDatabase, migratedDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { sharedCluster } from './support/shared-postgres.js';
 import {
@@ -40,7 +40,7 @@ const { log } = captureLog();
 beforeAll(async () => {
   [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   box = await testBox();
-  url = await freshDatabase(cluster);
+  url = await migratedDatabase(cluster);
   handle = await openDatabase(url, log);
 });
 afterAll(async () => {

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApiKey, revokeApiKey } from '../src/app/api-keys.js';
 import { saveGrant } from '../src/app/connections/grants.js';
 import { createOrganization, removeOrganization } from '../src/app/organizations.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';
 import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
@@ -25,7 +25,7 @@ let box: SecretBox;
 
 beforeAll(async () => {
   cluster = sharedCluster();
-  url = await freshDatabase(cluster);
+  url = await migratedDatabase(cluster);
   handle = await openDatabase(url, captureLog().log);
   box = await testBox();
 });

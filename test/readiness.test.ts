@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDriver } from '../src/app/databases.js';
 import { migrations } from '../src/app/migrations.gen.js';
 import { burst } from './support/burst.js';
-import { freshDatabase } from './support/databases.js';
+import { freshDatabase, migratedDatabase } from './support/databases.js';
 import { startFaultProxy } from './support/fault-proxy.js';
 import { type Cluster, startCluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
@@ -74,7 +74,7 @@ describe('readiness', () => {
   });
 
   it('reports read_only on a read-only session, disposes both pools, and recovers', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const dbName = new URL(url).pathname.slice(1);
     const server = await spawnServer({ env: { DATABASE_URL: url } });
     try {
@@ -110,7 +110,7 @@ describe('readiness', () => {
   });
 
   it('answers timeout within PROBE_TIMEOUT_MS when traffic is black-holed, then recovers', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const proxy = await startFaultProxy(cluster.port);
     const viaProxy = new URL(url);
     viaProxy.port = String(proxy.port);
@@ -144,7 +144,7 @@ describe('readiness', () => {
   });
 
   it('shares one probe among 200 concurrent readiness checks', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const server = await spawnServer({ env: { DATABASE_URL: url } });
     const locker = new pg.Client(url);
     try {
@@ -213,7 +213,7 @@ describe('readiness', () => {
   });
 
   it('on SIGTERM turns draining at once, finishes the in-flight request and exits 0', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const server = await spawnServer({
       env: { DATABASE_URL: url, PROBE_TIMEOUT_MS: '8000', SHUTDOWN_DELAY_MS: '2000' },
     });

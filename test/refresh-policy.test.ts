@@ -17,7 +17,7 @@ import {
   refreshExpiringTokens,
 } from '../src/app/connections/refresh-tokens.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { sharedCluster } from './support/shared-postgres.js';
 import {
@@ -49,7 +49,7 @@ afterAll(async () => {
 
 /** Each test on its own database: no other test's grants are due in it. */
 async function fresh() {
-  const url = await freshDatabase(cluster, 'refresh');
+  const url = await migratedDatabase(cluster, 'refresh');
   const handle = await openDatabase(url, log);
   handles.push(handle);
   return { db: handle.db, url };

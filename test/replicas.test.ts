@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
 import { sharedCluster } from './support/shared-postgres.js';
@@ -43,7 +43,7 @@ function tickingServer(url: string): Promise<ServerProcess> {
 
 describe('two replicas', () => {
   it('push 1,000 invoices across 20 tenants exactly once, and refresh each connection once', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const { log } = captureLog();
     const handle = await openDatabase(url, log);
     const box = await testBox();

@@ -21,7 +21,7 @@ import { migrations } from '../src/app/migrations.gen.js';
 import { createOrganization, removeOrganization } from '../src/app/organizations.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { authEventIdOf, createXeroClient } from '../src/app/xero/client.js';
-import { freshDatabase } from './support/databases.js';
+import { freshDatabase, migratedDatabase } from './support/databases.js';
 import { invoiceBody } from './support/orgs.js';
 import type { Cluster } from './support/postgres.js';
 import { sharedCluster } from './support/shared-postgres.js';
@@ -44,7 +44,7 @@ const { log, lines } = captureLog();
 
 beforeAll(async () => {
   [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
-  url = await freshDatabase(cluster);
+  url = await migratedDatabase(cluster);
   handle = await openDatabase(url, log);
   box = await testBox();
 });

@@ -7,7 +7,7 @@ import { chooseConnection } from '../src/app/connections/choose.js';
 import { saveGrant } from '../src/app/connections/grants.js';
 import { createOrganization } from '../src/app/organizations.js';
 import { authEventIdOf } from '../src/app/xero/client.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import { invoiceBody, waitForKey } from './support/orgs.js';
 import { type OtlpSink, startOtlpSink } from './support/otlp-sink.js';
 import { freePort } from './support/ports.js';
@@ -51,7 +51,7 @@ const everything = (server: ServerProcess) =>
 
 describe('secrets', () => {
   it('never appear in logs, error reports, spans or metrics, through success and failure', async () => {
-    const plainUrl = await freshDatabase(cluster);
+    const plainUrl = await migratedDatabase(cluster);
     const dbName = new URL(plainUrl).pathname.slice(1);
     // Trust authentication ignores the password, but the server still holds it in its URL.
     const dbPassword = random('db-password');

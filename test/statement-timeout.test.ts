@@ -2,7 +2,7 @@
 // and answered 503 database_timeout with Retry-After, never a 500; the pool stays as it was.
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import { createOrg, invoiceBody, waitForKey } from './support/orgs.js';
 import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer } from './support/server.js';
@@ -14,7 +14,7 @@ let server: ServerProcess;
 
 beforeAll(async () => {
   cluster = sharedCluster();
-  url = await freshDatabase(cluster);
+  url = await migratedDatabase(cluster);
   server = await spawnServer({
     env: { DATABASE_URL: url, API_KEY_REFRESH_MS: '100', STATEMENT_TIMEOUT_MS: '300' },
   });

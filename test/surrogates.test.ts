@@ -8,7 +8,7 @@ import { drizzle } from 'drizzle-orm/node-postgres';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiError, refusedInput } from '../src/app/errors.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import { createOrg, invoiceBody, waitForKey } from './support/orgs.js';
 import type { Cluster } from './support/postgres.js';
 import { repoRoot, type ServerProcess, type SpawnOptions, spawnServer } from './support/server.js';
@@ -57,7 +57,7 @@ describe.each(Object.keys(runtimes) as (keyof typeof runtimes)[])('%s on Postgre
   let db: pg.Pool;
   let apiKey: string;
   beforeAll(async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     server = await spawnServer({ ...runtimes[name], env: { DATABASE_URL: url, API_KEY_REFRESH_MS: '100' } });
     await server.waitForReady();
     apiKey = (await createOrg(url, 'Surrogates Ltd')).apiKey;
@@ -116,7 +116,7 @@ describe.each(Object.keys(runtimes) as (keyof typeof runtimes)[])('%s on Postgre
 
 describe('class 22 from the database', () => {
   it('is refused input (422), whatever the statement, through Drizzle and straight from pg', async () => {
-    const pool = new pg.Pool({ connectionString: await freshDatabase(cluster), max: 1 });
+    const pool = new pg.Pool({ connectionString: await migratedDatabase(cluster), max: 1 });
     try {
       const orm = drizzle({ client: pool });
       const statements = [

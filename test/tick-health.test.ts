@@ -6,7 +6,7 @@ import { intervalMonitorConfig, TickMonitor } from '@honest-health/platform/inte
 import { disabledErrorTracker } from '@honest-health/platform/internal/util/error-tracking';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
-import { freshDatabase, ownedDatabase } from './support/databases.js';
+import { migratedDatabase, ownedDatabase } from './support/databases.js';
 import { HEARTBEAT_TEST_KEY, type HeartbeatSink, startHeartbeatSink } from './support/heartbeat-sink.js';
 import type { Cluster } from './support/postgres.js';
 import { parsePrometheus, sample } from './support/prometheus.js';
@@ -269,7 +269,7 @@ describe('tick health on Node', () => {
 
 describe('tick health, in process', () => {
   it('a heartbeat that never answers delays no tick: the run ends at once, the ping gives up at its timeout', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const { log, lines } = captureLog();
     const handle = await openDatabase(url, log);
     // Accepts connections and never answers: the worst a heartbeat service can do.
@@ -324,7 +324,7 @@ describe('tick health, in process', () => {
   });
 
   it('stays bounded: a write prunes the rows of instances not heard from in 7 days', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const { log } = captureLog();
     const handle = await openDatabase(url, log);
     try {

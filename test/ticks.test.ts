@@ -10,7 +10,7 @@ import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { tokenContext } from '../src/app/connections/grants.js';
 import { type RefreshTickDeps, refreshExpiringTokens } from '../src/app/connections/refresh-tokens.js';
 import { KEY_RESEND_WITHIN_MS, type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { sharedCluster } from './support/shared-postgres.js';
 import {
@@ -34,7 +34,7 @@ const { log, lines } = captureLog();
 
 beforeAll(async () => {
   [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
-  url = await freshDatabase(cluster);
+  url = await migratedDatabase(cluster);
   handle = await openDatabase(url, log);
   box = await testBox();
 });

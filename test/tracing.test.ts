@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import { createOrg, waitForKey } from './support/orgs.js';
 import { type OtlpSink, type ReceivedSpan, startOtlpSink } from './support/otlp-sink.js';
 import { freePort } from './support/ports.js';
@@ -39,7 +39,7 @@ const childrenOf = (parent: ReceivedSpan) =>
 
 describe('tracing', () => {
   it('exports a request span and a tick span, each with its database spans nested', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const server = await spawnServer({
       env: {
         DATABASE_URL: url,
@@ -113,7 +113,7 @@ describe('tracing', () => {
   });
 
   it('exports from the Bun entry too, with the probe query nested under /readyz', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const server = await spawnServer({
       command: resolve(repoRoot, 'node_modules/.bin/bun'),
       args: [resolve(repoRoot, 'src/runtime/bun.ts')],
@@ -132,7 +132,7 @@ describe('tracing', () => {
   });
 
   it('boots with a malformed exporter endpoint: a warning that does not repeat it', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const malformed = 'collector.internal:4318 with spaces';
     const server = await spawnServer({ env: { DATABASE_URL: url, OTEL_EXPORTER_OTLP_ENDPOINT: malformed } });
     try {
@@ -152,7 +152,7 @@ describe('tracing', () => {
   });
 
   it('boots with an unreachable exporter: requests are answered and export failures are a warning', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const closed = await freePort();
     const server = await spawnServer({
       env: {

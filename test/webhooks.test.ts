@@ -28,7 +28,7 @@ import { createEndpoint } from '../src/app/webhooks/endpoints.js';
 import { pinnedSender } from '../src/app/webhooks/pinned-send.js';
 import { pruneWebhooks } from '../src/app/webhooks/prune.js';
 import type { Sender } from '../src/app/webhooks/send.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import { type InProcessApp, startInProcess } from './support/in-process.js';
 import type { Cluster } from './support/postgres.js';
 import { sharedCluster } from './support/shared-postgres.js';
@@ -126,7 +126,7 @@ const loopback = async () => ['127.0.0.1'];
 beforeAll(async () => {
   [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   box = await testBox();
-  url = await freshDatabase(cluster);
+  url = await migratedDatabase(cluster);
   handle = await openDatabase(url, log);
 });
 afterAll(async () => {

@@ -8,7 +8,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNeonProxy } from '../dev/neon-proxy/server.js';
 import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
-import { freshDatabase, neonUrl } from './support/databases.js';
+import { migratedDatabase, neonUrl } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { TEST_TOKEN_KEY } from './support/server.js';
 import { sharedCluster } from './support/shared-postgres.js';
@@ -116,7 +116,7 @@ const invoice = (n: number) =>
 
 describe('two Workers on one database', () => {
   it('send every push once and redeem every refresh token once, however their runs overlap', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const { log } = captureLog();
     const handle = await openDatabase(url, log);
     const { org, tenantId, grantId } = await connectedOrganization(
@@ -195,7 +195,7 @@ describe('two Workers on one database', () => {
   }, 240_000);
 
   it("keeps a disconnect's Xero call alive past the answer (waitUntil), however slow Xero is", async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const { log } = captureLog();
     const handle = await openDatabase(url, log);
     const { org, connectionId } = await connectedOrganization(

@@ -13,7 +13,7 @@ import { startNeonProxy } from '../dev/neon-proxy/server.js';
 import { startXeroSandbox } from '../dev/xero-sandbox/server.js';
 import { createOrganization } from '../src/app/organizations.js';
 import { createEndpoint } from '../src/app/webhooks/endpoints.js';
-import { freshDatabase, neonUrl, ownedDatabase } from './support/databases.js';
+import { freshDatabase, migratedDatabase, neonUrl, ownedDatabase } from './support/databases.js';
 import { startHeartbeatSink } from './support/heartbeat-sink.js';
 import { pushStatus, terminateWaitingClaim } from './support/poisoned-claim.js';
 import { freePort } from './support/ports.js';
@@ -127,9 +127,7 @@ async function readyz(mf: Miniflare) {
 
 describe('the Worker in workerd', () => {
   it('answers liveness and readiness against a migrated database', async () => {
-    const url = await freshDatabase(cluster);
-    const { log } = captureLog();
-    await (await openDatabase(url, log)).close();
+    const url = await migratedDatabase(cluster);
     const mf = worker({ DATABASE_URL: neonUrl(url) });
     const live = await mf.dispatchFetch('http://worker/livez');
     expect(live.status).toBe(200);
@@ -141,9 +139,7 @@ describe('the Worker in workerd', () => {
   });
 
   it('answers the wrong method on probe and scrape routes with 405 and Allow, booted or not', async () => {
-    const url = await freshDatabase(cluster);
-    const { log } = captureLog();
-    await (await openDatabase(url, log)).close();
+    const url = await migratedDatabase(cluster);
     const booted = worker({ DATABASE_URL: neonUrl(url) });
     // Not migrated: the isolate's boot fails, which must not turn a method error into a 503.
     const failed = worker({ DATABASE_URL: neonUrl(await freshDatabase(cluster)) });
@@ -169,9 +165,7 @@ describe('the Worker in workerd', () => {
   });
 
   it('serves no /metrics or /healthz/ticks without METRICS_TOKEN (or METRICS_PUBLIC), and says so', async () => {
-    const url = await freshDatabase(cluster);
-    const { log } = captureLog();
-    await (await openDatabase(url, log)).close();
+    const url = await migratedDatabase(cluster);
     const lines: Record<string, unknown>[] = [];
     const mf = worker({ DATABASE_URL: neonUrl(url), METRICS_PUBLIC: '' }, proxy, (line) => lines.push(line));
     expect((await readyz(mf)).status).toBe(200);
@@ -198,9 +192,7 @@ describe('the Worker in workerd', () => {
   });
 
   it('reports read_only when the database only takes reads', async () => {
-    const url = await freshDatabase(cluster);
-    const { log } = captureLog();
-    await (await openDatabase(url, log)).close();
+    const url = await migratedDatabase(cluster);
     await cluster.query(
       `ALTER DATABASE ${new URL(url).pathname.slice(1)} SET default_transaction_read_only = on`,
     );
@@ -211,9 +203,7 @@ describe('the Worker in workerd', () => {
   });
 
   it('reports unreachable when the database cannot be reached, and keeps liveness', async () => {
-    const url = await freshDatabase(cluster);
-    const { log } = captureLog();
-    await (await openDatabase(url, log)).close();
+    const url = await migratedDatabase(cluster);
     const ownProxy = await startNeonProxy({ upstream: cluster.url() });
     const mf = worker({ DATABASE_URL: neonUrl(url) }, ownProxy);
     expect((await readyz(mf)).status).toBe(200);
@@ -260,9 +250,7 @@ describe('the Worker in workerd', () => {
   });
 
   it('started before its database proxy: unreachable, then ready once the proxy is up', async () => {
-    const url = await freshDatabase(cluster);
-    const { log } = captureLog();
-    await (await openDatabase(url, log)).close();
+    const url = await migratedDatabase(cluster);
     const port = await freePort();
     const mf = worker({ DATABASE_URL: neonUrl(url) }, { url: `http://127.0.0.1:${port}` });
     expect(await readyz(mf)).toEqual({
@@ -285,9 +273,7 @@ describe('the Worker in workerd', () => {
   });
 
   it('boots an isolate once for 20 concurrent first requests', async () => {
-    const url = await freshDatabase(cluster);
-    const { log } = captureLog();
-    await (await openDatabase(url, log)).close();
+    const url = await migratedDatabase(cluster);
     const lines: Record<string, unknown>[] = [];
     const mf = worker({ DATABASE_URL: neonUrl(url), LOG_LEVEL: 'info' }, proxy, (line) => lines.push(line));
     const answers = await Promise.all(
@@ -305,7 +291,7 @@ describe('the Worker in workerd', () => {
   });
 
   it('pushes a due invoice from scheduled()', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const { log } = captureLog();
     const handle = await openDatabase(url, log);
     const { org, tenantId } = await connectedOrganization(handle.db, await testBox(), sandbox, 'Cron Co');
@@ -322,7 +308,7 @@ describe('the Worker in workerd', () => {
   });
 
   it('delivers webhooks from scheduled(): the push it makes, signed, to a receiver on 127.0.0.1', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const { log } = captureLog();
     const handle = await openDatabase(url, log);
     const box = await testBox();
@@ -360,7 +346,7 @@ describe('the Worker in workerd', () => {
   });
 
   it('runs the connect flow: a one-time link, its cookie, PKCE, the callback', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const { log } = captureLog();
     const handle = await openDatabase(url, log);
     const org = await createOrganization(handle.db, 'Worker Connect Co');
@@ -407,7 +393,7 @@ describe('the Worker in workerd', () => {
   });
 
   it('scheduled() after a key rotation: opens the previous key, refreshes under the new one, and pushes', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const { log } = captureLog();
     const handle = await openDatabase(url, log);
     // Sealed under the key the Worker had before (TEST_TOKEN_KEY), and due for a refresh.
@@ -446,7 +432,7 @@ describe('the Worker in workerd', () => {
   });
 
   it("after a lost answer and Xero's six minutes, scheduled() finds the invoice by its marker", async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const { log } = captureLog();
     const handle = await openDatabase(url, log);
     const { org, tenantId } = await connectedOrganization(
@@ -486,7 +472,7 @@ describe('the Worker in workerd', () => {
   });
 
   it("scheduled() and two server processes share one tenant's budget: its minute's 60, at most 5 in flight", async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const { log } = captureLog();
     const handle = await openDatabase(url, log);
     const { org, tenantId } = await connectedOrganization(
@@ -549,7 +535,7 @@ describe('the Worker in workerd', () => {
   });
 
   it('disposes and retries a poisoned tick once inside the same invocation', async () => {
-    const url = await freshDatabase(cluster);
+    const url = await migratedDatabase(cluster);
     const { log } = captureLog();
     const handle = await openDatabase(url, log);
     const { org, tenantId } = await connectedOrganization(
@@ -571,9 +557,7 @@ describe('the Worker in workerd', () => {
   });
 
   it('tick health: scheduled() records runs and checks in with its crontab; a cron that stops firing turns overdue', async () => {
-    const url = await freshDatabase(cluster);
-    const { log } = captureLog();
-    await (await openDatabase(url, log)).close();
+    const url = await migratedDatabase(cluster);
     const [sentry, heartbeats] = await Promise.all([startSentrySink(), startHeartbeatSink()]);
     try {
       const interval = 1000;

@@ -17,7 +17,7 @@ import { shortenedXeroBudget, XERO_BUDGET, type XeroBudget } from '../src/app/pu
 import { claimPushes } from '../src/app/push/claim.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { type ServerProcess, spawnServer, TEST_TOKEN_KEY } from './support/server.js';
 import { sharedCluster } from './support/shared-postgres.js';
@@ -84,7 +84,7 @@ async function handleOver(driver: Driver, url: string): Promise<DatabaseHandle> 
 
 /** A migrated database (always migrated over pg: never through neon-http, which has no rollback). */
 async function database(): Promise<{ url: string; setup: Database }> {
-  const url = await freshDatabase(cluster);
+  const url = await migratedDatabase(cluster);
   const setup = await openDatabase(url, log);
   handles.push(setup);
   return { url, setup: setup.db };

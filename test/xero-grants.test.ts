@@ -18,7 +18,7 @@ import {
 import { connectionRoutes } from '../src/app/connections/routes.js';
 import { type PushTickDeps, pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { sharedCluster } from './support/shared-postgres.js';
 import {
@@ -44,7 +44,7 @@ const { log, lines } = captureLog();
 
 beforeAll(async () => {
   [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
-  url = await freshDatabase(cluster);
+  url = await migratedDatabase(cluster);
   handle = await openDatabase(url, log);
   box = await testBox();
 });

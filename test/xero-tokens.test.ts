@@ -18,7 +18,7 @@ import { resealGrantTokens, resealRows } from '../src/app/connections/reseal.js'
 import { connectionRoutes } from '../src/app/connections/routes.js';
 import { pushDueInvoices } from '../src/app/push/tick.js';
 import { createXeroClient } from '../src/app/xero/client.js';
-import { freshDatabase } from './support/databases.js';
+import { migratedDatabase } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { sharedCluster } from './support/shared-postgres.js';
 import {
@@ -53,7 +53,7 @@ afterEach(() => {
 
 /** Each test on its own database: no other test's grants are due in it. */
 async function fresh() {
-  const url = await freshDatabase(cluster, 'tokens');
+  const url = await migratedDatabase(cluster, 'tokens');
   const handle = await openDatabase(url, log);
   handles.push(handle);
   return { db: handle.db, url, handle };

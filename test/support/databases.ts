@@ -3,11 +3,25 @@ import type { Cluster } from './postgres.js';
 
 let counter = 0;
 
+/** The run's migrated database on the shared cluster, made by migrated-template.ts, to copy. */
+export const MIGRATED_TEMPLATE = 'migrated_template';
+
 /** A fresh, empty database on the cluster: tests share a cluster but never each other's data. */
 export async function freshDatabase(cluster: Cluster, prefix = 'test'): Promise<string> {
   counter += 1;
   const name = `${prefix}_${process.pid}_${counter}`;
   await cluster.query(`CREATE DATABASE ${name}`);
+  return cluster.url(name);
+}
+
+/**
+ * A fresh database with every migration applied, copied from the run's template (global-setup.ts): for
+ * a file on the shared cluster whose servers need a migrated database and that is not about migrating.
+ */
+export async function migratedDatabase(cluster: Cluster, prefix = 'migrated'): Promise<string> {
+  counter += 1;
+  const name = `${prefix}_${process.pid}_${counter}`;
+  await cluster.query(`CREATE DATABASE ${name} TEMPLATE ${MIGRATED_TEMPLATE}`);
   return cluster.url(name);
 }
 

@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
+import { prepareMigratedTemplate } from './migrated-template.js';
 import { startCluster } from './postgres.js';
 import { SUITE_SECRETS, scanForSecrets } from './secret-scan.js';
 import { SERVER_LOG_ENV } from './server.js';
@@ -11,11 +12,13 @@ import type { SharedPostgres } from './shared-postgres.js';
 // Tests spawn the server the way a user runs it (`node dist/node.js`), so build it once per run.
 // Every spawned server's output is collected in one file, and at the end of the run it must not hold
 // a single secret the tests configured or made: a finding fails the run.
-// And one Postgres cluster for the files that only need databases (shared-postgres.ts).
+// And one Postgres cluster for the files that only need databases (shared-postgres.ts), with a migrated
+// template database to copy (migrated-template.ts).
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });
   // Two files at a time, each with servers whose pools hold connections of their own.
   const cluster = await startCluster({ settings: { max_connections: 500 } });
+  await prepareMigratedTemplate(cluster);
   const shared: SharedPostgres = {
     port: cluster.port,
     dir: cluster.dir,
