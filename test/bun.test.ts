@@ -44,7 +44,8 @@ async function readyz(server: ServerProcess) {
   };
 }
 
-describe('Bun entry', () => {
+// Each test has a server and a database of its own: they run side by side.
+describe.concurrent('Bun entry', () => {
   it('records its tick runs: /healthz/ticks, Sentry check-ins and heartbeats', async () => {
     const url = await migratedDatabase(cluster);
     const [sandbox, sentry, heartbeats] = await Promise.all([

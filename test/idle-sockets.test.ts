@@ -127,7 +127,8 @@ async function openIdle(port: number, count: number): Promise<Socket[]> {
 const answers = async (server: ServerProcess, path: string) =>
   (await server.get(path, { signal: AbortSignal.timeout(3000) })).status;
 
-describe('Node', () => {
+// Each test has a server of its own and mostly waits on its timeouts: they wait side by side.
+describe.concurrent('Node', () => {
   it('keeps /livez, /readyz and /metrics answering with more idle sockets than descriptors', async () => {
     const NOFILE = 256;
     // Timeouts far beyond the test, so only the connection cap can make room.
@@ -237,7 +238,7 @@ describe('Node', () => {
   });
 });
 
-describe('Bun', () => {
+describe.concurrent('Bun', () => {
   // Bun.serve has no header timeout to set: a connection whose headers are not in is closed after about
   // 10 s (12 s with the timer's 4 s tick), dribbling or silent, whatever idleTimeout says. No 408.
   it('closes a slowloris dribbling its headers, and a silent socket, after about 10 s, whatever idleTimeout', async () => {
