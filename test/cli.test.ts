@@ -61,7 +61,8 @@ function expectOneLine(run: ToolRun, pattern: RegExp) {
   expect(run.stderr).not.toMatch(/\n\s+at /);
 }
 
-describe('usage errors', () => {
+// Each run has a directory of its own and touches no database: they run side by side.
+describe.concurrent('usage errors', () => {
   it.each([
     [['create'], /--name is required/],
     [['create', '--name'], /--name <value>' argument missing/],
