@@ -72,6 +72,7 @@ export function createShell<E extends AppEnv>(options: ShellOptions<E>): Hono<Sh
   const scope = (c: Context): ServedScope => c.env;
   shell.route('/', healthRoutes({ gate, writeProbe: (c) => scope(c).writeProbe }));
   if (options.internalEndpoints !== 'elsewhere') mountInternalEndpoints(shell, options);
+  const requestWork = { retry: true, source: 'request', log } as const;
   shell.use('*', async (c, next) => {
     const { database, schedule, waitUntil } = c.env;
     c.set('database', database);
@@ -79,7 +80,7 @@ export function createShell<E extends AppEnv>(options: ShellOptions<E>): Hono<Sh
     c.set('waitUntil', (work) =>
       waitUntil(work.catch((err: unknown) => log.warn('background work of a request failed', { err }))),
     );
-    c.set('withDatabase', (fn) => withPoisonRetry(database, fn, { retry: true, source: 'request', log }));
+    c.set('withDatabase', (fn) => withPoisonRetry(database, fn, requestWork));
     const header = options.clientIpHeader;
     c.set('clientIp', (header === undefined ? undefined : c.req.header(header)) ?? c.env.clientAddress);
     await next();
