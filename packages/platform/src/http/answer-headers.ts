@@ -9,8 +9,8 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 // them set afterwards by `setAnswerHeader`, as it always did.
 
 const DECLARED = 'answerHeaders';
-/** The answers built with every declared header in. */
-const complete = new WeakSet<Response>();
+/** The answer built with every declared header in (a context variable: no weak table per answer). */
+const COMPLETE = 'completeAnswer';
 
 type Declared = Record<string, string>;
 
@@ -30,11 +30,11 @@ export function jsonAnswer(c: Context, body: unknown, status: ContentfulStatusCo
     status,
     headers: { 'content-type': 'application/json', ...(c.get(DECLARED) as Declared | undefined) },
   });
-  complete.add(res);
+  c.set(COMPLETE, res);
   return res;
 }
 
 /** After `next()`: sets a declared header on the answer, unless it was built with it. */
 export function setAnswerHeader(c: Context, name: string, value: string): void {
-  if (!complete.has(c.res)) c.res.headers.set(name, value);
+  if (c.get(COMPLETE) !== c.res) c.res.headers.set(name, value);
 }

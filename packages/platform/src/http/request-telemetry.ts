@@ -24,6 +24,7 @@ export function observeRequests(telemetry: Telemetry): MiddlewareHandler {
     const { method } = c.req;
     const started = performance.now();
     declareAnswerHeader(c, 'x-request-id', requestId);
+    let route = '';
     await withLogContext({ request_id: requestId }, () =>
       telemetry.tracing.active(
         method,
@@ -35,7 +36,7 @@ export function observeRequests(telemetry: Telemetry): MiddlewareHandler {
         },
         async (span) => {
           await next();
-          const route = routeOf(c);
+          route = routeOf(c);
           const status = c.res.status;
           span.updateName(`${method} ${route}`);
           span.setAttributes({ 'http.route': route, 'http.response.status_code': status });
@@ -46,7 +47,7 @@ export function observeRequests(telemetry: Telemetry): MiddlewareHandler {
     // On the response's own headers: c.header() would rebuild a finished response around its body
     // stream, which costs the Node adapter its fast path for every request.
     setAnswerHeader(c, 'x-request-id', requestId);
-    telemetry.metrics.request(method, routeOf(c), c.res.status, (performance.now() - started) / 1000);
+    telemetry.metrics.request(method, route, c.res.status, (performance.now() - started) / 1000);
   };
 }
 
