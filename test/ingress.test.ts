@@ -284,6 +284,24 @@ describe('invoice ingress: idempotency and isolation', () => {
     expect(other.status).toBe(409);
   });
 
+  // The 202 and its replay are built with their headers in (jsonAnswer), not given them afterwards:
+  // through the Node adapter they must still carry every one, and the id the caller sent.
+  it('answers a POST and its replay with the request id, no-store, nosniff and JSON', async () => {
+    const key = nextKey();
+    const body = JSON.stringify(invoiceBody());
+    const first = await post(body, { 'idempotency-key': key, 'x-request-id': 'ingress-headers-1' });
+    const again = await post(body, { 'idempotency-key': key });
+    for (const [name, res] of Object.entries({ first, again })) {
+      expect(res.headers.get('cache-control'), name).toBe('no-store');
+      expect(res.headers.get('x-content-type-options'), name).toBe('nosniff');
+      expect(res.headers.get('content-type'), name).toBe('application/json');
+      expect(Number(res.headers.get('content-length')), name).toBe(Buffer.byteLength(await res.text()));
+    }
+    expect([first.status, again.status]).toEqual([202, 200]);
+    expect(first.headers.get('x-request-id')).toBe('ingress-headers-1');
+    expect(again.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
   it('creates one push for concurrent POSTs with one key', async () => {
     const key = nextKey();
     const answers = await Promise.all(

@@ -61,7 +61,7 @@ export const STAGES = {
   http: 'HTTP: node http + @hono/node-server adapter',
   webRequest: 'HTTP: a full web Request (undici, web streams, AbortSignal)',
   hono: 'hono: routing, middleware, context',
-  response: 'response: pushView + c.json (JSON.stringify)',
+  response: 'response: acceptedView + jsonAnswer or c.json (JSON.stringify)',
   handler: 'route handler, own code (JSON.parse, header checks, JSON.stringify for the hash)',
   auth: 'auth: Bearer parse + registry lookup',
   authHash: 'auth: API-key sha256 (WebCrypto + hex)',
@@ -149,7 +149,8 @@ function stageOf(frame: Frame, callers: readonly Frame[]): string | undefined {
   if (pkg !== undefined && PG_PACKAGES.has(pkg)) return STAGES.pg;
   if (pkg === '@hono/node-server') return STAGES.http;
   if (pkg === 'hono') return file.endsWith('/context.js') && fn === 'json' ? STAGES.response : STAGES.hono;
-  if (file === 'src/app/invoices/view.ts') return STAGES.response;
+  if (file === 'src/app/invoices/view.ts' || file === 'packages/platform/src/http/answer-headers.ts')
+    return STAGES.response;
   if (file === 'src/app/auth.ts' || file === 'src/app/api-key-registry.ts') return STAGES.auth;
   if (file === 'src/app/invoices/store.ts' || file.startsWith('packages/platform/src/db/'))
     return STAGES.store;

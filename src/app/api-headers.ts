@@ -1,3 +1,4 @@
+import { declareAnswerHeader, setAnswerHeader } from '@honest-health/platform';
 import type { MiddlewareHandler } from 'hono';
 
 /**
@@ -5,10 +6,12 @@ import type { MiddlewareHandler } from 'hono';
  * 404s and error bodies the shell writes get them too). `no-store`: the answers are one organization's
  * data or a one-time redirect, and no cache on the way may keep them (RFC 9111 section 5.2.2.5).
  * `nosniff`: a browser must take the JSON as JSON, never sniff it into script or HTML (Fetch standard,
- * "X-Content-Type-Options").
+ * "X-Content-Type-Options"). Declared first, so that an answer built by `jsonAnswer` has them already.
  */
 export const apiHeaders: MiddlewareHandler = async (c, next) => {
+  declareAnswerHeader(c, 'cache-control', 'no-store');
+  declareAnswerHeader(c, 'x-content-type-options', 'nosniff');
   await next();
-  c.res.headers.set('cache-control', 'no-store');
-  c.res.headers.set('x-content-type-options', 'nosniff');
+  setAnswerHeader(c, 'cache-control', 'no-store');
+  setAnswerHeader(c, 'x-content-type-options', 'nosniff');
 };

@@ -18,6 +18,8 @@ export interface RateLimitConfig {
 
 export type RateDecision = { allowed: true } | { allowed: false; retryAfterMs: number };
 
+const ALLOWED: RateDecision = Object.freeze({ allowed: true });
+
 export class KeyRateLimiter {
   readonly #intervalMs: number;
   readonly #toleranceMs: number;
@@ -42,7 +44,7 @@ export class KeyRateLimiter {
       const oldest = this.#tat.keys().next().value;
       if (oldest !== undefined) this.#tat.delete(oldest);
     }
-    return { allowed: true };
+    return ALLOWED;
   }
 
   get size(): number {

@@ -1,4 +1,4 @@
-import { BodyBudget, Hono, limitBodies, validate } from '@honest-health/platform';
+import { BodyBudget, Hono, jsonAnswer, limitBodies, validate } from '@honest-health/platform';
 import { sha256Hex } from '@honest-health/platform/crypto';
 import { optional, strictObject, uuid, enum as zenum } from 'zod/mini';
 import type { AuthEnv } from '../auth.js';
@@ -107,8 +107,9 @@ export function invoiceRoutes({
       if (input.tenantId !== undefined) input.tenantId = input.tenantId.toLowerCase();
       // The payload is serialized once and that text goes to Postgres as it is; without a tenantId it
       // is also what the request hash is over (the tenant is part of the request, not the payload).
-      const { tenantId, ...payload } = input;
-      const payloadText = JSON.stringify(payload);
+      // Without one, the input is the payload: no copy of it without the key.
+      const { tenantId } = input;
+      const payloadText = JSON.stringify(tenantId === undefined ? input : { ...input, tenantId: undefined });
       const hash = sha256Hex(tenantId === undefined ? payloadText : JSON.stringify(input));
       const payloadBytes = utf8Length(payloadText);
       const organization = c.get('organization');
@@ -171,7 +172,7 @@ export function invoiceRoutes({
       }
       if (created && push.status === 'queued') c.get('schedule')(pushTick);
       // Never the invoice back: a 1 MiB echo per POST was most of what a client received.
-      return c.json(acceptedView(push), created ? 202 : 200);
+      return jsonAnswer(c, acceptedView(push), created ? 202 : 200);
     },
   );
 

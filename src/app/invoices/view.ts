@@ -16,21 +16,24 @@ export function acceptedView(row: Omit<PushRow, 'payload'>) {
 /**
  * A list item: the push without its invoice (up to 1 MiB each), fetched one at a time from
  * GET /api/invoices/{id}. Every field left is bounded (lastError to about 1000 characters), so a page of
- * MAX_PAGE items stays under LIST_PAGE_MAX_BYTES however large the invoices.
+ * MAX_PAGE items stays under LIST_PAGE_MAX_BYTES however large the invoices. Times are their JSON text
+ * already (what JSON.stringify makes of a Date, by the same toJSON): an object with a Date in it
+ * takes V8's slower general path through JSON.stringify.
  */
 export function listItemView(row: Omit<PushRow, 'payload'>) {
+  const createdAt = row.createdAt.toJSON();
   return {
     id: row.id,
     status: row.status,
     idempotencyKey: row.idempotencyKey,
     attempts: row.attempts,
-    nextAttemptAt: row.status === 'queued' || row.status === 'failed' ? row.nextAttemptAt : null,
+    nextAttemptAt: row.status === 'queued' || row.status === 'failed' ? row.nextAttemptAt.toJSON() : null,
     lastError: row.lastError,
     xeroInvoiceId: row.xeroInvoiceId,
     // The Xero tenant it goes to (null: it waits for the organization's default connection).
     tenantId: row.tenantId,
-    createdAt: row.createdAt,
-    updatedAt: row.updatedAt,
+    createdAt,
+    updatedAt: row.updatedAt === row.createdAt ? createdAt : row.updatedAt.toJSON(),
   };
 }
 

@@ -28,29 +28,40 @@ export type PoisonRetryOptions = PoisonedWork & {
  * `fn` exactly once more on a fresh pool. A poison error that is not retried, or strikes again,
  * becomes DatabaseUnavailableError; any other error passes through untouched.
  */
-export async function withPoisonRetry<T>(
+export function withPoisonRetry<T>(
   handle: DatabaseHandle,
   fn: (db: Database) => Promise<T>,
   options: PoisonRetryOptions,
 ): Promise<T> {
-  const work: PoisonedWork =
-    options.source === 'request' ? { source: 'request' } : { source: options.source, name: options.name };
-  const source = describeWork(work);
-  const attempt = async (final: boolean): Promise<T> => {
-    const generation = handle.generation;
-    try {
-      return await fn(handle.db);
-    } catch (err) {
-      const reason = poisonReason(err);
-      if (reason === undefined) throw err;
-      // The failover episode warns once and counts; each poisoned call is only an info line.
-      handle.episodes.sign('poison', reason, source);
-      options.log.info('database pool poisoned', { source, reason, retrying: !final });
-      // The swap is synchronous; ending the old pool waits for its queries, so it is not awaited.
-      void handle.dispose({ ...work, reason }, generation);
-      if (final) throw new DatabaseUnavailableError(reason, { cause: err });
-      return attempt(true);
-    }
-  };
-  return attempt(!options.retry);
+  return attempt(handle, fn, options, !options.retry);
+}
+
+// Every API request runs through here: one promise and no closure of its own until something fails.
+function attempt<T>(
+  handle: DatabaseHandle,
+  fn: (db: Database) => Promise<T>,
+  options: PoisonRetryOptions,
+  final: boolean,
+): Promise<T> {
+  const generation = handle.generation;
+  let running: Promise<T>;
+  try {
+    running = fn(handle.db);
+  } catch (err) {
+    running = Promise.reject(err);
+  }
+  return running.catch((err: unknown) => {
+    const reason = poisonReason(err);
+    if (reason === undefined) throw err;
+    const work: PoisonedWork =
+      options.source === 'request' ? { source: 'request' } : { source: options.source, name: options.name };
+    const source = describeWork(work);
+    // The failover episode warns once and counts; each poisoned call is only an info line.
+    handle.episodes.sign('poison', reason, source);
+    options.log.info('database pool poisoned', { source, reason, retrying: !final });
+    // The swap is synchronous; ending the old pool waits for its queries, so it is not awaited.
+    void handle.dispose({ ...work, reason }, generation);
+    if (final) throw new DatabaseUnavailableError(reason, { cause: err });
+    return attempt(handle, fn, options, true);
+  });
 }

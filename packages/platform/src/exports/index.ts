@@ -23,6 +23,7 @@ export type {
   Row,
   SqlSession,
 } from '../db/types.js';
+export { declareAnswerHeader, jsonAnswer, setAnswerHeader } from '../http/answer-headers.js';
 export { BodyBudget, type BodyLimitsOptions, limitBodies } from '../http/body-budget.js';
 export { errorBody, type FieldError } from '../http/error-body.js';
 export { Hono } from '../http/hono.js';

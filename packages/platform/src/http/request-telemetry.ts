@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { routePath } from 'hono/route';
 import { logContext, withLogContext } from '../util/log-context.js';
 import type { Telemetry } from '../util/telemetry.js';
+import { declareAnswerHeader, setAnswerHeader } from './answer-headers.js';
 import { isProbeMethod, LIVENESS_PATHS } from './health.js';
 
 // Every request: an id (the caller's x-request-id when it is sane, else a new one) that is echoed in
@@ -22,6 +23,8 @@ export function observeRequests(telemetry: Telemetry): MiddlewareHandler {
     const requestId = currentRequestId() ?? requestIdFrom(c.req.raw.headers);
     const { method } = c.req;
     const started = performance.now();
+    declareAnswerHeader(c, 'x-request-id', requestId);
+    let route = '';
     await withLogContext({ request_id: requestId }, () =>
       telemetry.tracing.active(
         method,
@@ -33,7 +36,7 @@ export function observeRequests(telemetry: Telemetry): MiddlewareHandler {
         },
         async (span) => {
           await next();
-          const route = routeOf(c);
+          route = routeOf(c);
           const status = c.res.status;
           span.updateName(`${method} ${route}`);
           span.setAttributes({ 'http.route': route, 'http.response.status_code': status });
@@ -43,8 +46,8 @@ export function observeRequests(telemetry: Telemetry): MiddlewareHandler {
     );
     // On the response's own headers: c.header() would rebuild a finished response around its body
     // stream, which costs the Node adapter its fast path for every request.
-    c.res.headers.set('x-request-id', requestId);
-    telemetry.metrics.request(method, routeOf(c), c.res.status, (performance.now() - started) / 1000);
+    setAnswerHeader(c, 'x-request-id', requestId);
+    telemetry.metrics.request(method, route, c.res.status, (performance.now() - started) / 1000);
   };
 }
 

@@ -1,5 +1,7 @@
 import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
+import type { Router } from 'hono/router';
+import type { H, RouterRoute } from 'hono/types';
 import type { DatabaseHandle } from '../db/handle.js';
 import { isPoolExhausted, poisonReason } from '../db/poison.js';
 import { DatabaseUnavailableError, withPoisonRetry } from '../db/poison-retry.js';
@@ -52,6 +54,12 @@ export interface ShellOptions<E extends AppEnv> {
   internalEndpoints?: 'here' | 'elsewhere';
   /** CLIENT_IP_HEADER: the trusted proxy's header that names the client. */
   clientIpHeader?: string | undefined;
+  /**
+   * The router that matches every request (routes mounted with route() join the shell's): TrieRouter
+   * by default, the smallest bundle; Node and Bun pass hono's default pair (fastRouter), which
+   * matches a static path such as POST /api/invoices by one map lookup.
+   */
+  router?: Router<[H, RouterRoute]>;
 }
 
 export type InternalShellOptions = Pick<
@@ -67,11 +75,12 @@ export type InternalShellOptions = Pick<
  */
 export function createShell<E extends AppEnv>(options: ShellOptions<E>): Hono<ShellEnv> {
   const { app, gate, log, errors } = options;
-  const shell = new Hono<ShellEnv>();
+  const shell = new Hono<ShellEnv>(options.router ? { router: options.router } : {});
   shell.use('*', observeRequests(options.telemetry));
   const scope = (c: Context): ServedScope => c.env;
   shell.route('/', healthRoutes({ gate, writeProbe: (c) => scope(c).writeProbe }));
   if (options.internalEndpoints !== 'elsewhere') mountInternalEndpoints(shell, options);
+  const requestWork = { retry: true, source: 'request', log } as const;
   shell.use('*', async (c, next) => {
     const { database, schedule, waitUntil } = c.env;
     c.set('database', database);
@@ -79,7 +88,7 @@ export function createShell<E extends AppEnv>(options: ShellOptions<E>): Hono<Sh
     c.set('waitUntil', (work) =>
       waitUntil(work.catch((err: unknown) => log.warn('background work of a request failed', { err }))),
     );
-    c.set('withDatabase', (fn) => withPoisonRetry(database, fn, { retry: true, source: 'request', log }));
+    c.set('withDatabase', (fn) => withPoisonRetry(database, fn, requestWork));
     const header = options.clientIpHeader;
     c.set('clientIp', (header === undefined ? undefined : c.req.header(header)) ?? c.env.clientAddress);
     await next();

@@ -5,6 +5,7 @@ import { chooseProcessDatabase, type ProcessDatabase } from '../db/process-datab
 import { expireReleases, RELEASE_SEEN_EVERY_MS, recordRelease } from '../db/releases.js';
 import { releaseOf, requireServableSchema } from '../db/schema-check.js';
 import { type HttpConfig, loadHttpConfig } from '../http/config.js';
+import { fastRouter } from '../http/fast-router.js';
 import { ReadinessGate } from '../http/gate.js';
 import { type InternalEndpointsConfig, loadInternalEndpointsConfig } from '../http/internal-endpoints.js';
 import { DEFAULT_HOST, type Listen, type Listener } from '../http/listener.js';
@@ -227,6 +228,7 @@ export async function startProcess<C, E extends AppEnv>(
       ...parts,
       internalEndpoints: internal.port === undefined ? 'here' : 'elsewhere',
       clientIpHeader: config.clientIpHeader,
+      router: fastRouter(),
     });
     // New work is run now rather than at the next interval (shutdown awaits the run).
     const scope: ServedScope = {
