@@ -203,6 +203,8 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
   const nearAppLimit = 4 * options.batchSize;
   // The payload sent: with sends recorded, exactly those; without, every budgeted push.
   const sent = options.sends ? recordsSend(options.sends) : sql`true`;
+  // The claim's calls, as app_spent's upsert carries them: the newest counter of a fresh window.
+  const claimedCalls = sql`excluded.budget_minute_counts[${sql.raw(String(Math.trunc(minute.n)))}]`;
   const sizeOf = (isSent: SQL) => sql`CASE WHEN ${isSent} THEN octet_length(p.payload::text) ELSE 0 END`;
   const rows = rowsOf<
     ClaimedPush & {
@@ -244,18 +246,18 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
         FROM app),
       open_tenants AS (
         (SELECT p.connection_id AS id, 1 AS k FROM invoice_pushes p CROSS JOIN stamp
-         WHERE ${open} AND p.connection_id > ${start}::uuid ORDER BY p.connection_id LIMIT 1)
+         WHERE ${open} AND p.connection_id > ${start}::uuid ORDER BY p.connection_id, p.next_attempt_at LIMIT 1)
         UNION ALL
         SELECT (SELECT p.connection_id FROM invoice_pushes p WHERE ${open} AND p.connection_id > t.id
-                ORDER BY p.connection_id LIMIT 1), t.k + 1
+                ORDER BY p.connection_id, p.next_attempt_at LIMIT 1), t.k + 1
         FROM open_tenants t WHERE t.id IS NOT NULL AND t.k < ${visits}),
       wrapped AS (
         (SELECT p.connection_id AS id, 1 AS k FROM invoice_pushes p
          WHERE ${open} AND p.connection_id IS NOT NULL AND (SELECT count(id) FROM open_tenants) < ${visits}
-         ORDER BY p.connection_id LIMIT 1)
+         ORDER BY p.connection_id, p.next_attempt_at LIMIT 1)
         UNION ALL
         SELECT (SELECT p.connection_id FROM invoice_pushes p WHERE ${open} AND p.connection_id > w.id
-                ORDER BY p.connection_id LIMIT 1), w.k + 1
+                ORDER BY p.connection_id, p.next_attempt_at LIMIT 1), w.k + 1
         FROM wrapped w CROSS JOIN stamp
         WHERE w.id IS NOT NULL AND w.id < stamp.start AND w.k + (SELECT count(id) FROM open_tenants) < ${visits}),
       visited AS (
@@ -370,17 +372,26 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
                   (extract(epoch FROM now() - t.xero_key_sent_at) * 1000)::float8 AS xero_key_age_ms),
       -- Last, so that the app row is held from here to the commit only. Counted on its latest version: a
       -- minute spent meanwhile by claims beside this one fails the statement (claimPushes claims again).
+      -- An upsert rather than an UPDATE: ON CONFLICT locks the latest version and computes the SET from
+      -- it, where an UPDATE meeting a row changed since its snapshot rechecks it by EvalPlanQual, which
+      -- sets up every subplan of this statement again (PostgreSQL docs, INSERT "ON CONFLICT DO UPDATE"
+      -- and Concurrency Control, "Read Committed"). The row always exists (migration 0006), so the
+      -- insert never happens; its values carry this claim's calls and sub-window to the SET as EXCLUDED.
       app_spent AS (
-        UPDATE xero_app_limits a SET
+        INSERT INTO xero_app_limits AS a (id, budget_minute_counts, budget_minute_at)
+        SELECT 'app', ${windowAdd(sql`'{}'::int[]`, sql`NULL::bigint`, sql`stamp.minute_at`, minute.n, sql`s.n`)},
+               stamp.minute_at
+        FROM (SELECT coalesce(sum(n), 0)::int AS n FROM granted) s CROSS JOIN stamp
+        WHERE s.n > 0
+        ON CONFLICT (id) DO UPDATE SET
           budget_minute_counts = CASE
             WHEN coalesce(a.paused_until > now(), false)
-              OR ${windowUsed(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`stamp.minute_at`)} + s.n > ${budget.appPerMinute}
+              OR ${windowUsed(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`excluded.budget_minute_at`)}
+                 + ${claimedCalls} > ${budget.appPerMinute}
             THEN ARRAY[(${APP_MINUTE_SPENT} || a.id)::int]
-            ELSE ${windowAdd(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`stamp.minute_at`, minute.n, sql`s.n`)} END,
-          budget_minute_at = greatest(a.budget_minute_at, stamp.minute_at),
+            ELSE ${windowAdd(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`excluded.budget_minute_at`, minute.n, claimedCalls)} END,
+          budget_minute_at = greatest(a.budget_minute_at, excluded.budget_minute_at),
           updated_at = now()
-        FROM (SELECT coalesce(sum(n), 0)::int AS n FROM granted) s CROSS JOIN stamp
-        WHERE a.id = 'app' AND s.n > 0
         RETURNING 1)
       SELECT 'push' AS kind, p.id, p.connection_id, p.payload, p.attempts, c.tenant_id, c.grant_id, c.active,
              c.token_version, c.token_fresh, NULL::int AS granted, NULL::text AS slot_us, NULL::text AS claim_us,
