@@ -204,6 +204,8 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
   // The payload sent: with sends recorded, exactly those; without, every budgeted push.
   const sent = options.sends ? recordsSend(options.sends) : sql`true`;
   // The claim's calls, as app_spent's upsert carries them: the newest counter of a fresh window.
+  // The calls an offer grants, as spent's upsert carries them: the slots it stamps.
+  const offered = sql`cardinality(excluded.budget_slots)`;
   const claimedCalls = sql`excluded.budget_minute_counts[${sql.raw(String(Math.trunc(minute.n)))}]`;
   const sizeOf = (isSent: SQL) => sql`CASE WHEN ${isSent} THEN octet_length(p.payload::text) ELSE 0 END`;
   const rows = rowsOf<
@@ -284,7 +286,7 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
       -- read only as far as its reader goes, and the ordinality keeps the order without a sort), passing
       -- over those another statement holds. Their budget columns as locked: each row's latest version.
       locked AS MATERIALIZED (
-        SELECT q.k, c.id, c.budget_slots, c.budget_minute_counts, c.budget_minute_at, c.budget_day_counts,
+        SELECT q.k, c.id, c.organization_id, c.grant_id, c.tenant_id, c.budget_slots, c.budget_minute_counts, c.budget_minute_at, c.budget_day_counts,
                c.budget_day_at
         FROM unnest((SELECT ids FROM queue)) WITH ORDINALITY AS q(id, k)
         JOIN xero_connections c ON c.id = q.id
@@ -314,21 +316,30 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
             WHERE d.run <= ${maxBytes} - w.bytes OR (w.bytes = 0 AND d.r = 1)) f) x
         WHERE w.upto < total.n AND w.bytes < ${maxBytes}),
       offer AS (SELECT k, id, n FROM walk WHERE id IS NOT NULL AND n > 0),
+      -- An upsert rather than an UPDATE, as app_spent below: the row is locked already, and a row
+      -- another statement changed since this one's snapshot is then written from its latest version
+      -- without an EvalPlanQual recheck of the whole statement. The rows exist and stay locked, so
+      -- the insert never happens; its values carry the offer to the SET as EXCLUDED: the slots taken
+      -- (stamped stamp.slot, as many as the offer), the sub-windows and the time served.
+      spent AS (
+        INSERT INTO xero_connections AS c (id, organization_id, grant_id, tenant_id, budget_slots,
+                                           budget_minute_at, budget_day_at, budget_served_at)
+        SELECT o.id, l.organization_id, l.grant_id, l.tenant_id, array_fill(stamp.slot, ARRAY[o.n]),
+               stamp.minute_at, stamp.day_at, stamp.at
+        FROM offer o JOIN locked l ON l.id = o.id CROSS JOIN stamp
+        ON CONFLICT (id) DO UPDATE SET
+          budget_slots = ${slotsAdd(sql`c.budget_slots`, sql`excluded.budget_slots[1]`, offered)},
+          budget_minute_counts = ${windowAdd(sql`c.budget_minute_counts`, sql`c.budget_minute_at`, sql`excluded.budget_minute_at`, minute.n, offered)},
+          budget_minute_at = greatest(c.budget_minute_at, excluded.budget_minute_at),
+          budget_day_counts = ${windowAdd(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`excluded.budget_day_at`, day.n, offered)},
+          budget_day_at = greatest(c.budget_day_at, excluded.budget_day_at),
+          budget_served_at = CASE WHEN ${offered} > 0 THEN excluded.budget_served_at ELSE c.budget_served_at END
+        RETURNING c.id, c.budget_slots),
+      -- The walk counted the room on the row as locked, and the lock is still held: no other
+      -- statement changed it since, so the offer is spent as it is, on every counter.
       granted AS (
-        -- The walk counted the room on the row as locked, and the lock is still held: no other
-        -- statement changed it since, so the offer is spent as it is, on every counter.
-        UPDATE xero_connections c SET
-          (budget_slots, budget_minute_counts, budget_minute_at, budget_day_counts, budget_day_at, budget_served_at) = (
-            SELECT ${slotsAdd(sql`c.budget_slots`, sql`stamp.slot`, sql`r.g`)},
-                   ${windowAdd(sql`c.budget_minute_counts`, sql`c.budget_minute_at`, sql`stamp.minute_at`, minute.n, sql`r.g`)},
-                   greatest(c.budget_minute_at, stamp.minute_at),
-                   ${windowAdd(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`stamp.day_at`, day.n, sql`r.g`)},
-                   greatest(c.budget_day_at, stamp.day_at),
-                   CASE WHEN r.g > 0 THEN stamp.at ELSE c.budget_served_at END
-            FROM (SELECT o.n AS g) AS r)
-        FROM offer o CROSS JOIN stamp
-        WHERE c.id = o.id AND c.id = ANY(ARRAY(SELECT id FROM offer))
-        RETURNING c.id, (SELECT count(*) FROM unnest(c.budget_slots) AS s WHERE s = stamp.slot)::int AS n),
+        SELECT s.id, (SELECT count(*) FROM unnest(s.budget_slots) AS t WHERE t = stamp.slot)::int AS n
+        FROM spent s CROSS JOIN stamp),
       picked AS (
         SELECT p.*, sum(p.size) OVER (ORDER BY o.k, p.next_attempt_at, p.id ROWS UNBOUNDED PRECEDING) AS run,
                row_number() OVER (ORDER BY o.k, p.next_attempt_at, p.id) AS r
