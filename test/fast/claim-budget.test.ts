@@ -154,11 +154,11 @@ async function claimPlan(owner: string): Promise<PlanNode | undefined> {
   return plan;
 }
 
-/** The indexes a plan's scans read. */
+/** The indexes a plan's scans read (those that ran). */
 function indexesOf(plan: PlanNode): Set<string> {
   const names = new Set<string>();
   const walk = (node: PlanNode) => {
-    if (node['Index Name'] !== undefined) names.add(node['Index Name']);
+    if (node['Index Name'] !== undefined && (node['Actual Loops'] ?? 0) > 0) names.add(node['Index Name']);
     for (const child of node.Plans ?? []) walk(child);
   };
   walk(plan);
