@@ -299,11 +299,12 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
       -- pushes and room counted, only when its turn comes, so a claim's cost follows the tenants it
       -- serves. The next turn is the first locked row after this one, in the order the CTE read them.
       walk AS (
-        SELECT 0::bigint AS k, 0 AS upto, 0::bigint AS bytes, NULL::uuid AS id, 0 AS n
+        SELECT 0::bigint AS k, 0 AS upto, 0::bigint AS bytes, NULL::uuid AS id, 0 AS n,
+               NULL::uuid AS organization_id, NULL::uuid AS grant_id, NULL::text AS tenant_id
         UNION ALL
-        SELECT x.k, w.upto + x.n, w.bytes + x.bytes, x.id, x.n
+        SELECT x.k, w.upto + x.n, w.bytes + x.bytes, x.id, x.n, x.organization_id, x.grant_id, x.tenant_id
         FROM walk w CROSS JOIN total CROSS JOIN LATERAL (
-          SELECT c.k, c.id, f.n, f.bytes
+          SELECT c.k, c.id, f.n, f.bytes, c.organization_id, c.grant_id, c.tenant_id
           FROM (SELECT * FROM locked WHERE locked.k > w.k LIMIT 1) c CROSS JOIN stamp
           CROSS JOIN LATERAL (SELECT greatest(0, least(total.n - w.upto, ${room(budget)}))::int AS cap) cap
           CROSS JOIN LATERAL (
@@ -315,7 +316,8 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
                               ORDER BY p.connection_id, p.next_attempt_at LIMIT cap.cap) p) d) d
             WHERE d.run <= ${maxBytes} - w.bytes OR (w.bytes = 0 AND d.r = 1)) f) x
         WHERE w.upto < total.n AND w.bytes < ${maxBytes}),
-      offer AS (SELECT k, id, n FROM walk WHERE id IS NOT NULL AND n > 0),
+      -- With what an insert would need of the row (never made: see spent), as the walk read it.
+      offer AS (SELECT k, id, n, organization_id, grant_id, tenant_id FROM walk WHERE id IS NOT NULL AND n > 0),
       -- An upsert rather than an UPDATE, as app_spent below: the row is locked already, and a row
       -- another statement changed since this one's snapshot is then written from its latest version
       -- without an EvalPlanQual recheck of the whole statement. The rows exist and stay locked, so
@@ -324,9 +326,9 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
       spent AS (
         INSERT INTO xero_connections AS c (id, organization_id, grant_id, tenant_id, budget_slots,
                                            budget_minute_at, budget_day_at, budget_served_at)
-        SELECT o.id, l.organization_id, l.grant_id, l.tenant_id, array_fill(stamp.slot, ARRAY[o.n]),
+        SELECT o.id, o.organization_id, o.grant_id, o.tenant_id, array_fill(stamp.slot, ARRAY[o.n]),
                stamp.minute_at, stamp.day_at, stamp.at
-        FROM offer o JOIN locked l ON l.id = o.id CROSS JOIN stamp
+        FROM offer o CROSS JOIN stamp
         ON CONFLICT (id) DO UPDATE SET
           budget_slots = ${slotsAdd(sql`c.budget_slots`, sql`excluded.budget_slots[1]`, offered)},
           budget_minute_counts = ${windowAdd(sql`c.budget_minute_counts`, sql`c.budget_minute_at`, sql`excluded.budget_minute_at`, minute.n, offered)},
