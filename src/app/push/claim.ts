@@ -158,7 +158,7 @@ function room(budget: XeroBudget): SQL {
  *    due, its room (at most its 5 in-flight slots, 60 a rolling minute, 5,000 a rolling day) and the
  *    payload bytes left allow, until the batch or the bytes are spent: a 10,000-push backlog takes 5
  *    and waits its turn, and a claim writes one budget row per 5 pushes where tenants have backlogs;
- * 4. grants each tenant what its row allows, computed by the UPDATE from the latest row version; a
+ * 4. grants each tenant what its row allows, written by an upsert from the latest row version; a
  *    parked tenant (429 `day`) or a paused app (429 `appminute`) gets nothing, and its pushes are not
  *    claimed (no attempt spent);
  * 5. leases that many of each tenant's oldest due pushes (FOR UPDATE SKIP LOCKED), with the slots'
