@@ -123,6 +123,7 @@ describe('the claim on the embedded database', () => {
 
 interface PlanNode {
   'Relation Name'?: string;
+  'Index Name'?: string;
   'Actual Rows'?: number;
   'Actual Loops'?: number;
   'Rows Removed by Filter'?: number;
@@ -131,6 +132,12 @@ interface PlanNode {
 
 /** What one claim reads, per table: the rows its scans returned or filtered out (EXPLAIN ANALYZE). */
 async function rowsRead(owner: string): Promise<Record<string, number>> {
+  const plan = await claimPlan(owner);
+  return plan ? rowsPerTable(plan) : {};
+}
+
+/** One claim's plan as it ran (EXPLAIN ANALYZE), from a fixed start for the walk over tenants. */
+async function claimPlan(owner: string): Promise<PlanNode | undefined> {
   let plan: PlanNode | undefined;
   const explaining = {
     execute: async (query: SQL) => {
@@ -144,7 +151,18 @@ async function rowsRead(owner: string): Promise<Record<string, number>> {
   // A fixed start for the walk over tenants, so that both claims take the same path.
   const from = '00000000-0000-4000-8000-000000000000';
   await claimPushes(explaining, { owner, leaseMs: 60_000, batchSize: 100, budget: XERO_BUDGET, from });
-  return plan ? rowsPerTable(plan) : {};
+  return plan;
+}
+
+/** The indexes a plan's scans read (those that ran). */
+function indexesOf(plan: PlanNode): Set<string> {
+  const names = new Set<string>();
+  const walk = (node: PlanNode) => {
+    if (node['Index Name'] !== undefined && (node['Actual Loops'] ?? 0) > 0) names.add(node['Index Name']);
+    for (const child of node.Plans ?? []) walk(child);
+  };
+  walk(plan);
+  return names;
 }
 
 /** The rows a plan's scans returned or filtered out, per table. */
@@ -286,6 +304,34 @@ describe("a tenant's history", () => {
     await app.database.pool.query(`UPDATE xero_grants SET access_expires_at = now() + interval '1 minute'`);
     expect((await refreshRowsRead()).invoice_pushes ?? 0).toBeLessThan(50);
   }, 60_000);
+});
+
+describe('the walk over tenants with open pushes', () => {
+  it("probes the open pushes' own index, where a settled push leaves no entry to step over", async () => {
+    const a = await tenantWithQueue('Walk A', 0);
+    await moreTenants(a.connectionId, 19, 'walk-');
+    await app.database.pool.query(
+      `INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload,
+                                   status, next_attempt_at)
+       SELECT c.organization_id, c.id, c.id || '-walk-' || k, 'test', '{}'::jsonb, 'queued',
+              now() - interval '1 hour' + k * interval '1 millisecond'
+       FROM xero_connections c, generate_series(1, 50) AS k`,
+    );
+    // Statistics from when every push was open (as when a backlog arrives), then most of each
+    // tenant's pushes settled, as the settle leaves them: pushed, without the connection.
+    await app.database.pool.query('ANALYZE invoice_pushes');
+    await app.database.pool.query(
+      `UPDATE invoice_pushes SET status = 'pushed', connection_id = NULL
+       WHERE split_part(idempotency_key, '-walk-', 2)::int <= 45`,
+    );
+    const plan = await claimPlan('walker');
+    if (!plan) throw new Error('no plan');
+    // invoice_pushes_connection_idx (every push that references a connection) keeps a connection's
+    // entries in one posting list, and an entry whose rows are not all dead is never marked dead, so a
+    // probe there visits the settled rows' old versions one by one.
+    expect([...indexesOf(plan)]).not.toContain('invoice_pushes_connection_idx');
+    expect([...indexesOf(plan)]).toContain('invoice_pushes_connection_due_idx');
+  });
 });
 
 describe("the claim's lease write", () => {

@@ -158,7 +158,7 @@ function room(budget: XeroBudget): SQL {
  *    due, its room (at most its 5 in-flight slots, 60 a rolling minute, 5,000 a rolling day) and the
  *    payload bytes left allow, until the batch or the bytes are spent: a 10,000-push backlog takes 5
  *    and waits its turn, and a claim writes one budget row per 5 pushes where tenants have backlogs;
- * 4. grants each tenant what its row allows, computed by the UPDATE from the latest row version; a
+ * 4. grants each tenant what its row allows, written by an upsert from the latest row version; a
  *    parked tenant (429 `day`) or a paused app (429 `appminute`) gets nothing, and its pushes are not
  *    claimed (no attempt spent);
  * 5. leases that many of each tenant's oldest due pushes (FOR UPDATE SKIP LOCKED), with the slots'
@@ -203,6 +203,10 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
   const nearAppLimit = 4 * options.batchSize;
   // The payload sent: with sends recorded, exactly those; without, every budgeted push.
   const sent = options.sends ? recordsSend(options.sends) : sql`true`;
+  // The claim's calls, as app_spent's upsert carries them: the newest counter of a fresh window.
+  // The calls an offer grants, as spent's upsert carries them: the slots it stamps.
+  const offered = sql`cardinality(excluded.budget_slots)`;
+  const claimedCalls = sql`excluded.budget_minute_counts[${sql.raw(String(Math.trunc(minute.n)))}]`;
   const sizeOf = (isSent: SQL) => sql`CASE WHEN ${isSent} THEN octet_length(p.payload::text) ELSE 0 END`;
   const rows = rowsOf<
     ClaimedPush & {
@@ -244,18 +248,18 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
         FROM app),
       open_tenants AS (
         (SELECT p.connection_id AS id, 1 AS k FROM invoice_pushes p CROSS JOIN stamp
-         WHERE ${open} AND p.connection_id > ${start}::uuid ORDER BY p.connection_id LIMIT 1)
+         WHERE ${open} AND p.connection_id > ${start}::uuid ORDER BY p.connection_id, p.next_attempt_at LIMIT 1)
         UNION ALL
         SELECT (SELECT p.connection_id FROM invoice_pushes p WHERE ${open} AND p.connection_id > t.id
-                ORDER BY p.connection_id LIMIT 1), t.k + 1
+                ORDER BY p.connection_id, p.next_attempt_at LIMIT 1), t.k + 1
         FROM open_tenants t WHERE t.id IS NOT NULL AND t.k < ${visits}),
       wrapped AS (
         (SELECT p.connection_id AS id, 1 AS k FROM invoice_pushes p
          WHERE ${open} AND p.connection_id IS NOT NULL AND (SELECT count(id) FROM open_tenants) < ${visits}
-         ORDER BY p.connection_id LIMIT 1)
+         ORDER BY p.connection_id, p.next_attempt_at LIMIT 1)
         UNION ALL
         SELECT (SELECT p.connection_id FROM invoice_pushes p WHERE ${open} AND p.connection_id > w.id
-                ORDER BY p.connection_id LIMIT 1), w.k + 1
+                ORDER BY p.connection_id, p.next_attempt_at LIMIT 1), w.k + 1
         FROM wrapped w CROSS JOIN stamp
         WHERE w.id IS NOT NULL AND w.id < stamp.start AND w.k + (SELECT count(id) FROM open_tenants) < ${visits}),
       visited AS (
@@ -282,7 +286,7 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
       -- read only as far as its reader goes, and the ordinality keeps the order without a sort), passing
       -- over those another statement holds. Their budget columns as locked: each row's latest version.
       locked AS MATERIALIZED (
-        SELECT q.k, c.id, c.budget_slots, c.budget_minute_counts, c.budget_minute_at, c.budget_day_counts,
+        SELECT q.k, c.id, c.organization_id, c.grant_id, c.tenant_id, c.budget_slots, c.budget_minute_counts, c.budget_minute_at, c.budget_day_counts,
                c.budget_day_at
         FROM unnest((SELECT ids FROM queue)) WITH ORDINALITY AS q(id, k)
         JOIN xero_connections c ON c.id = q.id
@@ -295,11 +299,12 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
       -- pushes and room counted, only when its turn comes, so a claim's cost follows the tenants it
       -- serves. The next turn is the first locked row after this one, in the order the CTE read them.
       walk AS (
-        SELECT 0::bigint AS k, 0 AS upto, 0::bigint AS bytes, NULL::uuid AS id, 0 AS n
+        SELECT 0::bigint AS k, 0 AS upto, 0::bigint AS bytes, NULL::uuid AS id, 0 AS n,
+               NULL::uuid AS organization_id, NULL::uuid AS grant_id, NULL::text AS tenant_id
         UNION ALL
-        SELECT x.k, w.upto + x.n, w.bytes + x.bytes, x.id, x.n
+        SELECT x.k, w.upto + x.n, w.bytes + x.bytes, x.id, x.n, x.organization_id, x.grant_id, x.tenant_id
         FROM walk w CROSS JOIN total CROSS JOIN LATERAL (
-          SELECT c.k, c.id, f.n, f.bytes
+          SELECT c.k, c.id, f.n, f.bytes, c.organization_id, c.grant_id, c.tenant_id
           FROM (SELECT * FROM locked WHERE locked.k > w.k LIMIT 1) c CROSS JOIN stamp
           CROSS JOIN LATERAL (SELECT greatest(0, least(total.n - w.upto, ${room(budget)}))::int AS cap) cap
           CROSS JOIN LATERAL (
@@ -311,22 +316,32 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
                               ORDER BY p.connection_id, p.next_attempt_at LIMIT cap.cap) p) d) d
             WHERE d.run <= ${maxBytes} - w.bytes OR (w.bytes = 0 AND d.r = 1)) f) x
         WHERE w.upto < total.n AND w.bytes < ${maxBytes}),
-      offer AS (SELECT k, id, n FROM walk WHERE id IS NOT NULL AND n > 0),
-      granted AS (
-        -- The walk counted the room on the row as locked, and the lock is still held: no other
-        -- statement changed it since, so the offer is spent as it is, on every counter.
-        UPDATE xero_connections c SET
-          (budget_slots, budget_minute_counts, budget_minute_at, budget_day_counts, budget_day_at, budget_served_at) = (
-            SELECT ${slotsAdd(sql`c.budget_slots`, sql`stamp.slot`, sql`r.g`)},
-                   ${windowAdd(sql`c.budget_minute_counts`, sql`c.budget_minute_at`, sql`stamp.minute_at`, minute.n, sql`r.g`)},
-                   greatest(c.budget_minute_at, stamp.minute_at),
-                   ${windowAdd(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`stamp.day_at`, day.n, sql`r.g`)},
-                   greatest(c.budget_day_at, stamp.day_at),
-                   CASE WHEN r.g > 0 THEN stamp.at ELSE c.budget_served_at END
-            FROM (SELECT o.n AS g) AS r)
+      -- With what an insert would need of the row (never made: see spent), as the walk read it.
+      offer AS (SELECT k, id, n, organization_id, grant_id, tenant_id FROM walk WHERE id IS NOT NULL AND n > 0),
+      -- An upsert rather than an UPDATE, as app_spent below: the row is locked already, and a row
+      -- another statement changed since this one's snapshot is then written from its latest version
+      -- without an EvalPlanQual recheck of the whole statement. The rows exist and stay locked, so
+      -- the insert never happens; its values carry the offer to the SET as EXCLUDED: the slots taken
+      -- (stamped stamp.slot, as many as the offer), the sub-windows and the time served.
+      spent AS (
+        INSERT INTO xero_connections AS c (id, organization_id, grant_id, tenant_id, budget_slots,
+                                           budget_minute_at, budget_day_at, budget_served_at)
+        SELECT o.id, o.organization_id, o.grant_id, o.tenant_id, array_fill(stamp.slot, ARRAY[o.n]),
+               stamp.minute_at, stamp.day_at, stamp.at
         FROM offer o CROSS JOIN stamp
-        WHERE c.id = o.id AND c.id = ANY(ARRAY(SELECT id FROM offer))
-        RETURNING c.id, (SELECT count(*) FROM unnest(c.budget_slots) AS s WHERE s = stamp.slot)::int AS n),
+        ON CONFLICT (id) DO UPDATE SET
+          budget_slots = ${slotsAdd(sql`c.budget_slots`, sql`excluded.budget_slots[1]`, offered)},
+          budget_minute_counts = ${windowAdd(sql`c.budget_minute_counts`, sql`c.budget_minute_at`, sql`excluded.budget_minute_at`, minute.n, offered)},
+          budget_minute_at = greatest(c.budget_minute_at, excluded.budget_minute_at),
+          budget_day_counts = ${windowAdd(sql`c.budget_day_counts`, sql`c.budget_day_at`, sql`excluded.budget_day_at`, day.n, offered)},
+          budget_day_at = greatest(c.budget_day_at, excluded.budget_day_at),
+          budget_served_at = CASE WHEN ${offered} > 0 THEN excluded.budget_served_at ELSE c.budget_served_at END
+        RETURNING c.id, c.budget_slots),
+      -- The walk counted the room on the row as locked, and the lock is still held: no other
+      -- statement changed it since, so the offer is spent as it is, on every counter.
+      granted AS (
+        SELECT s.id, (SELECT count(*) FROM unnest(s.budget_slots) AS t WHERE t = stamp.slot)::int AS n
+        FROM spent s CROSS JOIN stamp),
       picked AS (
         SELECT p.*, sum(p.size) OVER (ORDER BY o.k, p.next_attempt_at, p.id ROWS UNBOUNDED PRECEDING) AS run,
                row_number() OVER (ORDER BY o.k, p.next_attempt_at, p.id) AS r
@@ -370,17 +385,26 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
                   (extract(epoch FROM now() - t.xero_key_sent_at) * 1000)::float8 AS xero_key_age_ms),
       -- Last, so that the app row is held from here to the commit only. Counted on its latest version: a
       -- minute spent meanwhile by claims beside this one fails the statement (claimPushes claims again).
+      -- An upsert rather than an UPDATE: ON CONFLICT locks the latest version and computes the SET from
+      -- it, where an UPDATE meeting a row changed since its snapshot rechecks it by EvalPlanQual, which
+      -- sets up every subplan of this statement again (PostgreSQL docs, INSERT "ON CONFLICT DO UPDATE"
+      -- and Concurrency Control, "Read Committed"). The row always exists (migration 0006), so the
+      -- insert never happens; its values carry this claim's calls and sub-window to the SET as EXCLUDED.
       app_spent AS (
-        UPDATE xero_app_limits a SET
+        INSERT INTO xero_app_limits AS a (id, budget_minute_counts, budget_minute_at)
+        SELECT 'app', ${windowAdd(sql`'{}'::int[]`, sql`NULL::bigint`, sql`stamp.minute_at`, minute.n, sql`s.n`)},
+               stamp.minute_at
+        FROM (SELECT coalesce(sum(n), 0)::int AS n FROM granted) s CROSS JOIN stamp
+        WHERE s.n > 0
+        ON CONFLICT (id) DO UPDATE SET
           budget_minute_counts = CASE
             WHEN coalesce(a.paused_until > now(), false)
-              OR ${windowUsed(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`stamp.minute_at`)} + s.n > ${budget.appPerMinute}
+              OR ${windowUsed(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`excluded.budget_minute_at`)}
+                 + ${claimedCalls} > ${budget.appPerMinute}
             THEN ARRAY[(${APP_MINUTE_SPENT} || a.id)::int]
-            ELSE ${windowAdd(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`stamp.minute_at`, minute.n, sql`s.n`)} END,
-          budget_minute_at = greatest(a.budget_minute_at, stamp.minute_at),
+            ELSE ${windowAdd(sql`a.budget_minute_counts`, sql`a.budget_minute_at`, sql`excluded.budget_minute_at`, minute.n, claimedCalls)} END,
+          budget_minute_at = greatest(a.budget_minute_at, excluded.budget_minute_at),
           updated_at = now()
-        FROM (SELECT coalesce(sum(n), 0)::int AS n FROM granted) s CROSS JOIN stamp
-        WHERE a.id = 'app' AND s.n > 0
         RETURNING 1)
       SELECT 'push' AS kind, p.id, p.connection_id, p.payload, p.attempts, c.tenant_id, c.grant_id, c.active,
              c.token_version, c.token_fresh, NULL::int AS granted, NULL::text AS slot_us, NULL::text AS claim_us,

@@ -20,6 +20,8 @@ export interface Settlement {
    * sent, not in doubt). `unsent`: the key marked as sent before the call was not sent after all.
    */
   key?: 'new' | 'unsent';
+  /** The tenant of the push's connection as the claim read it: kept where the row has none, unlooked-up. */
+  tenantId?: string | null;
 }
 
 /**
@@ -87,7 +89,8 @@ export async function settlePushes(
         -- touches the open pushes only, never the tenant's history.
         connection_id = CASE WHEN coalesce(v.status, p.status) IN ('pushed', 'dead') THEN NULL
                              ELSE p.connection_id END,
-        tenant_id = coalesce(p.tenant_id, (SELECT c.tenant_id FROM xero_connections c WHERE c.id = p.connection_id)),
+        tenant_id = coalesce(p.tenant_id, v.tenant_id,
+                             (SELECT c.tenant_id FROM xero_connections c WHERE c.id = p.connection_id)),
         attempts = coalesce(v.attempts, p.attempts),
         next_attempt_at = CASE WHEN v.retry_ms IS NULL THEN p.next_attempt_at
                                ELSE now() + v.retry_ms * interval '1 millisecond' END,
@@ -108,8 +111,9 @@ export async function settlePushes(
         ${column((s) => s.xeroInvoiceId ?? null)}::text[],
         ${column((s) => s.inDoubt ?? null)}::boolean[],
         ${column((s) => s.key ?? null)}::text[],
-        ${column(() => owner)}::text[]
-      ) AS v(id, status, attempts, retry_ms, last_error, xero_id, in_doubt, key, owner)
+        ${column(() => owner)}::text[],
+        ${column((s) => s.tenantId ?? null)}::text[]
+      ) AS v(id, status, attempts, retry_ms, last_error, xero_id, in_doubt, key, owner, tenant_id)
         LEFT JOIN (SELECT (SELECT count(*) FROM released) + (SELECT count(*) FROM app_released) AS n) budget ON true
       WHERE p.id = v.id AND p.lease_owner = v.owner AND p.id = ANY(${column((s) => s.id)}::uuid[])
       RETURNING p.id, p.organization_id, p.status, p.idempotency_key, p.tenant_id, p.xero_invoice_id, p.last_error),

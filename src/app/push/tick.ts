@@ -274,6 +274,8 @@ export async function pushDueInvoices(db: Database, deps: PushTickDeps): Promise
       else deps.log.error(`${what} failed`, { err });
     }
   }
+  const tenants = new Map(claimed.map((push) => [push.id, push.tenant_id]));
+  for (const settlement of settlements) settlement.tenantId ??= tenants.get(settlement.id) ?? null;
   await settlePushes(db, deps.owner, settlements, grants, used);
   if (poison !== undefined) throw poison;
   // One line per run that claimed something (an empty run returned above and logs nothing).
