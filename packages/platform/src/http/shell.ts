@@ -57,7 +57,7 @@ export interface ShellOptions<E extends AppEnv> {
   /**
    * The router that matches every request (routes mounted with route() join the shell's): TrieRouter
    * by default, the smallest bundle; Node and Bun pass hono's default pair (fastRouter), which
-   * matches a static path such as POST /api/invoices by one map lookup.
+   * matches a static path such as POST /api/items by one map lookup.
    */
   router?: Router<[H, RouterRoute]>;
 }
