@@ -37,7 +37,6 @@ describe.skipIf(!hasChromium)(`the connect pages in Chromium (${CHROMIUM_HINT})`
         API_KEY_REFRESH_MS: '100',
         TICK_INTERVAL_MS: '60000',
         ...sandboxEnv(sandbox),
-        XERO_AUTHORIZE_URL: `${sandbox.url}/identity/connect/authorize`,
         XERO_REDIRECT_URI: callbackUrl,
       },
     });

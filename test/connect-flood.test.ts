@@ -22,7 +22,6 @@ const env = (extra: Record<string, string> = {}) => ({
   TICK_INTERVAL_MS: '3600000',
   API_KEY_REFRESH_MS: '3600000',
   ...sandboxEnv(sandbox),
-  XERO_AUTHORIZE_URL: `${sandbox.url}/identity/connect/authorize`,
   CONNECT_RATE_PER_MINUTE: '60',
   CONNECT_RATE_BURST: '5',
   ...extra,

@@ -31,7 +31,6 @@ beforeAll(async () => {
       CONNECT_RATE_PER_MINUTE: '1000000',
       CONNECT_RATE_BURST: '100000',
       ...sandboxEnv(sandbox),
-      XERO_AUTHORIZE_URL: `${sandbox.url}/identity/connect/authorize`,
       XERO_REDIRECT_URI: `http://127.0.0.1:${port}/connect/xero/callback`,
     },
   });

@@ -354,7 +354,6 @@ describe('the Worker in workerd', () => {
     const mf = worker({
       DATABASE_URL: neonUrl(url),
       ...sandboxEnv(sandbox),
-      XERO_AUTHORIZE_URL: `${sandbox.url}/identity/connect/authorize`,
       XERO_REDIRECT_URI: 'https://worker.example/connect/xero/callback',
     });
     const minted = await mf.dispatchFetch('https://worker.example/api/connect-links', {

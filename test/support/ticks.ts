@@ -45,6 +45,7 @@ export function sandboxEnv(sandbox: Sandbox) {
   return {
     XERO_API_URL: sandbox.url,
     XERO_IDENTITY_URL: `${sandbox.url}/identity`,
+    XERO_AUTHORIZE_URL: `${sandbox.url}/identity/connect/authorize`,
     XERO_CLIENT_ID: 'sandbox-client',
     XERO_CLIENT_SECRET: 'sandbox-secret',
   };
