@@ -47,9 +47,8 @@ const WAVE_BYTES = intEnv('BENCH_WAVE_BYTES', 1_000_000);
 // The bound: RSS growth per MiB of body in flight.
 const RSS_PER_INFLIGHT_MIB_MAX = 4;
 
-// Ours must reach 0.8× the baseline's throughput; for p99 (lower is better) the same bar reads
-// "ours ≤ 1 / 0.8 = 1.25× the baseline's p99".
-const TARGET = { rpsVsBare: 0.8, p99VsBare: 1 / 0.8 } as const;
+// Ours must reach 0.9× the baseline's throughput; its p99 (lower is better) at most 1.25× the baseline's.
+const TARGET = { rpsVsBare: 0.9, p99VsBare: 1.25 } as const;
 // A run during which other processes kept more than this many cores busy was disturbed.
 const NOISY_CORES = 0.5;
 
