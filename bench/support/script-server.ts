@@ -3,7 +3,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { freePort } from '../../test/support/ports.js';
-import { repoRoot } from '../../test/support/server.js';
+import { NODE_FLAGS, repoRoot } from '../../test/support/server.js';
 import { pollUntil200 } from './ready.js';
 
 export interface ScriptServer {
@@ -32,7 +32,9 @@ export async function spawnScriptServer(options: ScriptServerOptions): Promise<S
   const child = spawn(
     process.execPath,
     [
-      '--enable-source-maps',
+      // Our server's own flags (its semi-space cap included): a baseline with V8's larger default
+      // young generation would scavenge half as often and measure the flag, not the code.
+      ...NODE_FLAGS,
       ...(options.nodeArgs ?? []),
       '--import',
       'tsx',
