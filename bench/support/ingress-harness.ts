@@ -69,15 +69,34 @@ export async function migrateDatabase(url: string): Promise<void> {
   }
 }
 
-/** Rows in invoice_pushes. */
-export async function countPushes(url: string): Promise<number> {
+async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
   client.on('error', () => {});
   await client.connect();
   try {
-    const { rows } = await client.query<{ n: string }>('SELECT count(*)::text AS n FROM invoice_pushes');
-    return Number(rows[0]?.n ?? Number.NaN);
+    return await fn(client);
   } finally {
     await client.end().catch(() => {});
   }
+}
+
+/** Rows in invoice_pushes. */
+export function countPushes(url: string): Promise<number> {
+  return withClient(url, async (client) => {
+    const { rows } = await client.query<{ n: string }>('SELECT count(*)::text AS n FROM invoice_pushes');
+    return Number(rows[0]?.n ?? Number.NaN);
+  });
+}
+
+/**
+ * Marks every waiting push pushed, as the push tick would have by then (no Xero here), and lets go of
+ * its connection as the settle does: an organization keeps a run's invoices waiting at most.
+ */
+export function settleWaiting(url: string): Promise<void> {
+  return withClient(url, async (client) => {
+    await client.query(
+      `UPDATE invoice_pushes SET status = 'pushed', connection_id = NULL, updated_at = now()
+       WHERE status IN ('queued', 'failed', 'awaiting_connection')`,
+    );
+  });
 }
