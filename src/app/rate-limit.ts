@@ -1,8 +1,8 @@
 // A per-key request rate: GCRA (the generic cell rate algorithm, a token bucket kept as one number per
 // key, its "theoretical arrival time"). State lives in this process or isolate only: N replicas allow
 // N times the rate, and on Workers, where a key's requests spread over many isolates, it is best
-// effort (docs/api.md, "Rate limits"). The map is bounded: the least recently seen key is dropped
-// first, which at worst gives that key a fresh burst.
+// effort (docs/api.md, "Rate limits"). The map is bounded: the least recently seen key (to within a
+// second) is dropped first, which at worst gives that key a fresh burst.
 
 import type { AppEnv } from '@honest-health/platform';
 import { createMiddleware } from 'hono/factory';
@@ -20,12 +20,22 @@ export type RateDecision = { allowed: true } | { allowed: false; retryAfterMs: n
 
 const ALLOWED: RateDecision = Object.freeze({ allowed: true });
 
+/** A key's state: its theoretical arrival time, and when it last moved to the back of the order (ms). */
+interface Cell {
+  tat: number;
+  movedAt: number;
+}
+
+// A busy key moves to the back of the map's order at most this often: moved on every hit, each request
+// deleted and re-inserted its entry, and the map's table was rebuilt every few requests.
+const REORDER_MS = 1000;
+
 export class KeyRateLimiter {
   readonly #intervalMs: number;
   readonly #toleranceMs: number;
   readonly #maxKeys: number;
-  // Key -> theoretical arrival time (ms). Map order is last-seen order: every hit re-inserts its key.
-  #tat = new Map<string, number>();
+  // Map order is last-seen order, to within REORDER_MS: the first key is the one to drop.
+  #cells = new Map<string, Cell>();
 
   constructor(config: RateLimitConfig, maxKeys = 100_000) {
     this.#intervalMs = 60_000 / config.perMinute;
@@ -34,21 +44,30 @@ export class KeyRateLimiter {
   }
 
   take(key: string, now = Date.now()): RateDecision {
-    const tat = Math.max(this.#tat.get(key) ?? now, now) + this.#intervalMs;
+    const cell = this.#cells.get(key);
+    const tat = Math.max(cell?.tat ?? now, now) + this.#intervalMs;
     if (tat - now > this.#toleranceMs) {
       return { allowed: false, retryAfterMs: tat - now - this.#toleranceMs };
     }
-    this.#tat.delete(key);
-    this.#tat.set(key, tat);
-    if (this.#tat.size > this.#maxKeys) {
-      const oldest = this.#tat.keys().next().value;
-      if (oldest !== undefined) this.#tat.delete(oldest);
+    if (cell) {
+      cell.tat = tat;
+      if (now - cell.movedAt >= REORDER_MS) {
+        this.#cells.delete(key);
+        this.#cells.set(key, cell);
+        cell.movedAt = now;
+      }
+      return ALLOWED;
+    }
+    this.#cells.set(key, { tat, movedAt: now });
+    if (this.#cells.size > this.#maxKeys) {
+      const oldest = this.#cells.keys().next().value;
+      if (oldest !== undefined) this.#cells.delete(oldest);
     }
     return ALLOWED;
   }
 
   get size(): number {
-    return this.#tat.size;
+    return this.#cells.size;
   }
 }
 

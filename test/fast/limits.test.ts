@@ -86,6 +86,18 @@ describe('the per-key rate (GCRA)', () => {
     for (const key of ['a', 'b', 'c', 'd']) limiter.take(key, 200);
     expect(limiter.size).toBe(3);
   });
+
+  it('drops the least recently seen key first: a busy key keeps its state', () => {
+    // One request a second, bursts of 1; room for two keys.
+    const limiter = new KeyRateLimiter({ perMinute: 60, burst: 1 }, 2);
+    expect(limiter.take('busy', 0).allowed).toBe(true);
+    expect(limiter.take('idle', 0).allowed).toBe(true);
+    expect(limiter.take('busy', 1500).allowed).toBe(true);
+    // A third key drops one: the one not seen since 0, not the one just seen.
+    expect(limiter.take('new', 1500).allowed).toBe(true);
+    expect(limiter.take('busy', 1500).allowed).toBe(false);
+    expect(limiter.take('idle', 1500).allowed).toBe(true);
+  });
 });
 
 describe('quotas', () => {
