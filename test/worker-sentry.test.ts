@@ -1,5 +1,3 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,7 +11,7 @@ import { sharedCluster } from './support/shared-postgres.js';
 import { captureLog, openDatabase, type Sandbox, sandboxEnv } from './support/ticks.js';
 import { until } from './support/until.js';
 import { workerJsonLines } from './support/worker-log.js';
-import { buildWorker, runScheduled, wranglerSettings } from './support/wrangler.js';
+import { runScheduled, workerBundle, wranglerSettings } from './support/wrangler.js';
 
 const ENTRY = 'test/support/worker-sentry-entry.ts';
 
@@ -25,9 +23,8 @@ let outdir: string;
 let mf: Miniflare | undefined;
 
 beforeAll(async () => {
-  outdir = mkdtempSync(join(tmpdir(), 'worker-sentry-'));
   // wrangler.toml's settings, with this entry instead of its main.
-  buildWorker(outdir, [ENTRY]);
+  outdir = await workerBundle([ENTRY]);
   [cluster, sandbox, sentry] = await Promise.all([
     sharedCluster(),
     startXeroSandbox({ port: 0 }),
@@ -36,13 +33,9 @@ beforeAll(async () => {
   proxy = await startNeonProxy({ upstream: cluster.url() });
 }, 180_000);
 afterAll(async () => {
-  try {
-    await mf?.dispose();
-    await Promise.allSettled([proxy?.close(), sandbox?.close(), sentry?.close()]);
-    await cluster?.remove();
-  } finally {
-    if (outdir) rmSync(outdir, { recursive: true, force: true });
-  }
+  await mf?.dispose();
+  await Promise.allSettled([proxy?.close(), sandbox?.close(), sentry?.close()]);
+  await cluster?.remove();
 });
 
 describe('the Worker with Sentry in its bundle', () => {
