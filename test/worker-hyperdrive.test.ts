@@ -1,4 +1,3 @@
-import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,7 +18,7 @@ import {
 } from './support/ticks.js';
 import { until } from './support/until.js';
 import { workerJsonLines } from './support/worker-log.js';
-import { runScheduled, workerBundle, wranglerSettings } from './support/wrangler.js';
+import { bundleModule, runScheduled, workerBundle, wranglerSettings } from './support/wrangler.js';
 
 // The Hyperdrive entry (src/runtime/worker-hyperdrive.ts, what `npm run build:worker:hyperdrive`
 // bundles) in workerd via Miniflare's `hyperdrives` option: workerd gets a HYPERDRIVE binding whose
@@ -50,9 +49,7 @@ function worker(
 ): Miniflare {
   const mf = new Miniflare({
     ...workerJsonLines(onLine),
-    modules: true,
-    scriptPath: join(outdir, 'worker-hyperdrive.js'),
-    modulesRoot: outdir,
+    ...bundleModule(outdir, 'worker-hyperdrive.js'),
     compatibilityDate: wranglerSettings.compatibility_date,
     compatibilityFlags: wranglerSettings.compatibility_flags,
     hyperdrives: Object.fromEntries(

@@ -1,6 +1,5 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,7 +12,7 @@ import { sharedCluster } from './support/shared-postgres.js';
 import { captureLog, connectedOrganization, openDatabase, type Sandbox, testBox } from './support/ticks.js';
 import { until } from './support/until.js';
 import { workerJsonLines } from './support/worker-log.js';
-import { runScheduled, workerBundle, wranglerSettings } from './support/wrangler.js';
+import { bundleModule, runScheduled, workerBundle, wranglerSettings } from './support/wrangler.js';
 
 // Two Workers (two workerd processes, so two isolates that share nothing but the database) on one
 // Postgres through the local Neon proxy, with Xero answering slowly: every invoice arrives through one
@@ -78,9 +77,7 @@ afterAll(async () => {
 function worker(url: string): Miniflare {
   const mf = new Miniflare({
     ...workerJsonLines(),
-    modules: true,
-    scriptPath: join(outdir, 'worker.js'),
-    modulesRoot: outdir,
+    ...bundleModule(outdir, 'worker.js'),
     compatibilityDate: wranglerSettings.compatibility_date,
     compatibilityFlags: wranglerSettings.compatibility_flags,
     bindings: {

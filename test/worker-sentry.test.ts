@@ -1,4 +1,3 @@
-import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNeonProxy } from '../dev/neon-proxy/server.js';
@@ -11,7 +10,7 @@ import { sharedCluster } from './support/shared-postgres.js';
 import { captureLog, openDatabase, type Sandbox, sandboxEnv } from './support/ticks.js';
 import { until } from './support/until.js';
 import { workerJsonLines } from './support/worker-log.js';
-import { runScheduled, workerBundle, wranglerSettings } from './support/wrangler.js';
+import { bundleModule, runScheduled, workerBundle, wranglerSettings } from './support/wrangler.js';
 
 const ENTRY = 'test/support/worker-sentry-entry.ts';
 
@@ -45,9 +44,7 @@ describe('the Worker with Sentry in its bundle', () => {
     mf = new Miniflare({
       // Its console lines (the failed run is logged as an error) stay out of the test output.
       ...workerJsonLines(() => {}),
-      modules: true,
-      scriptPath: join(outdir, 'worker-sentry-entry.js'),
-      modulesRoot: outdir,
+      ...bundleModule(outdir, 'worker-sentry-entry.js'),
       compatibilityDate: wranglerSettings.compatibility_date,
       compatibilityFlags: wranglerSettings.compatibility_flags,
       bindings: {

@@ -1,6 +1,5 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import { createSecretBox, generateKeyBase64 } from '@honest-health/platform/crypto';
 import { sql } from 'drizzle-orm';
 import { Miniflare } from 'miniflare';
@@ -30,7 +29,7 @@ import {
 } from './support/ticks.js';
 import { until } from './support/until.js';
 import { workerJsonLines } from './support/worker-log.js';
-import { runScheduled, workerBundle, wranglerSettings } from './support/wrangler.js';
+import { bundleModule, runScheduled, workerBundle, wranglerSettings } from './support/wrangler.js';
 
 // The real Worker bundle (what `npm run build:worker` produces) in workerd via Miniflare, against a
 // real Postgres through the local Neon proxy, and the Xero sandbox.
@@ -70,9 +69,7 @@ function worker(
 
 function appWorker(bindings: Record<string, string>, neonProxy: { url: string } = proxy) {
   return {
-    modules: true,
-    scriptPath: join(outdir, 'worker.js'),
-    modulesRoot: outdir,
+    ...bundleModule(outdir, 'worker.js'),
     compatibilityDate: wranglerSettings.compatibility_date,
     compatibilityFlags: wranglerSettings.compatibility_flags,
     bindings: {
@@ -97,9 +94,7 @@ function workerWithErrorTail(bindings: Record<string, string>, sentryDsn: string
       { name: 'app', ...appWorker({ ERROR_REPORTS: 'tail', ...bindings }), tails: ['errors'] },
       {
         name: 'errors',
-        modules: true,
-        scriptPath: join(errorsDir, 'worker-errors.js'),
-        modulesRoot: errorsDir,
+        ...bundleModule(errorsDir, 'worker-errors.js'),
         compatibilityDate: wranglerSettings.compatibility_date,
         compatibilityFlags: wranglerSettings.compatibility_flags,
         bindings: { SENTRY_DSN: sentryDsn },

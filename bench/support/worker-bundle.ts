@@ -60,9 +60,10 @@ export function startMiniflare(
   onLine?: (line: string) => void,
 ): Miniflare {
   return new Miniflare({
-    modules: true,
-    scriptPath: bundle.script,
+    // The bundle's one module given as such: with `modules: true`, Miniflare parses the whole bundle
+    // at every start to look for imports a wrangler bundle does not have.
     modulesRoot: bundle.dir,
+    modules: [{ type: 'ESModule', path: bundle.script }],
     compatibilityDate: bundle.compatibilityDate,
     compatibilityFlags: bundle.compatibilityFlags,
     bindings,
