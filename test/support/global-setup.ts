@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { prepareMigratedTemplate } from './migrated-template.js';
-import { startCluster } from './postgres.js';
+import { INITDB_TEMPLATE_ENV, prepareInitdbTemplate, startCluster } from './postgres.js';
 import { SUITE_SECRETS, scanForSecrets } from './secret-scan.js';
 import { SERVER_LOG_ENV } from './server.js';
 import type { SharedPostgres } from './shared-postgres.js';
@@ -18,6 +18,9 @@ import { WORKER_BUNDLES_ENV } from './wrangler.js';
 // build once for the whole run (wrangler.ts, workerBundle).
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   execFileSync(process.execPath, ['tools/build.mjs'], { stdio: 'inherit' });
+  // One initdb for the run: every cluster, this one included, starts from a copy of it (postgres.ts).
+  const initdbTemplate = await prepareInitdbTemplate();
+  process.env[INITDB_TEMPLATE_ENV] = initdbTemplate.dataDir;
   // Two files at a time, each with servers whose pools hold connections of their own.
   const cluster = await startCluster({ settings: { max_connections: 500 } });
   await prepareMigratedTemplate(cluster);
@@ -36,6 +39,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   return async () => {
     rmSync(bundles, { recursive: true, force: true });
     await cluster.remove();
+    initdbTemplate.remove();
     const text = existsSync(file) ? readFileSync(file, 'utf8') : '';
     rmSync(dir, { recursive: true, force: true });
     const findings = scanForSecrets(text, SUITE_SECRETS);
