@@ -304,8 +304,8 @@ export const INITDB_TEMPLATE_ENV = 'HONEST_HEALTH_TEST_INITDB_TEMPLATE';
 
 /**
  * initdb once into a directory of its own: startCluster copies it (with INITDB_TEMPLATE_ENV naming its
- * data directory) instead of running initdb for each cluster, a second of CPU against a tenth for the
- * copy. A copy is what that initdb made, byte for byte, its system identifier included.
+ * data directory) instead of running initdb for each cluster, which costs several times the copy. A
+ * copy is what that initdb made, byte for byte, its system identifier included.
  */
 export async function prepareInitdbTemplate(): Promise<{ dataDir: string; remove(): void }> {
   const dir = makeClusterDir();

@@ -34,9 +34,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * The directory of what `wrangler deploy --dry-run [args]` writes, its metafile as `bundle-meta.json`
- * beside the bundle. Built once per run and shared by every file that asks for the same `args`: a build
- * is seconds of CPU, the sources do not change during a run, and the files only read it. Two workers
- * asking at once: one builds, the other waits for its directory.
+ * beside the bundle. Built once per run and shared by every file that asks for the same `args`: the
+ * sources do not change during a run, and the files only read it. Two workers asking at once: one
+ * builds, the other waits for its directory.
  */
 export async function workerBundle(args: readonly string[] = []): Promise<string> {
   const root = process.env[WORKER_BUNDLES_ENV];
@@ -68,7 +68,7 @@ export async function workerBundle(args: readonly string[] = []): Promise<string
  * Miniflare's options for a bundle's one module, `file` in `dir`: what `modules: true` with `scriptPath`
  * gives workerd, without Miniflare parsing the whole bundle again at every start to look for imports
  * of other modules (a wrangler bundle imports only built-ins; one that imported more would fail to
- * start). The parse was half of Miniflare's own CPU per instance.
+ * start).
  */
 export function bundleModule(dir: string, file: string) {
   return { modulesRoot: dir, modules: [{ type: 'ESModule' as const, path: join(dir, file) }] };
