@@ -1,7 +1,7 @@
 // Worker bundles as wrangler builds them, for the tests that run them in workerd through Miniflare.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Miniflare } from 'miniflare';
 import { parse } from 'smol-toml';
@@ -31,6 +31,7 @@ export function buildWorker(outdir: string, args: readonly string[] = []): void 
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const STALE_LOCK_MS = 180_000;
 
 /**
  * The directory of what `wrangler deploy --dry-run [args]` writes, its metafile as `bundle-meta.json`
@@ -48,6 +49,9 @@ export async function workerBundle(args: readonly string[] = []): Promise<string
     try {
       mkdirSync(lock);
     } catch {
+      // Another worker builds it; one that died while building leaves a lock nobody refreshes.
+      const age = Date.now() - (existsSync(lock) ? statSync(lock).mtimeMs : Date.now());
+      if (age > STALE_LOCK_MS) rmSync(lock, { recursive: true, force: true });
       await sleep(100);
       continue;
     }
