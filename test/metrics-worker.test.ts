@@ -1,11 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Miniflare } from 'miniflare';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  buildWorkerBundle,
   neonUrl,
+  readWorkerBundle,
   startMiniflare,
   type WorkerBundle,
 } from '../bench/support/worker-bundle.js';
@@ -17,6 +14,7 @@ import { parsePrometheus, sample } from './support/prometheus.js';
 import { TEST_TOKEN_KEY } from './support/server.js';
 import { sharedCluster } from './support/shared-postgres.js';
 import { captureLog, openDatabase, queuePush } from './support/ticks.js';
+import { workerBundle } from './support/wrangler.js';
 
 // The Worker bundle in workerd: request ids on every answer (its own early ones included), and a
 // /metrics that serves what means something without a long-lived process: the database's status from
@@ -25,25 +23,19 @@ import { captureLog, openDatabase, queuePush } from './support/ticks.js';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const TOKEN = 'metrics-test-token-0c1d';
 
-let outdir: string;
 let bundle: WorkerBundle;
 let cluster: Cluster;
 let proxy: Awaited<ReturnType<typeof startNeonProxy>>;
 let mf: Miniflare | undefined;
 beforeAll(async () => {
-  outdir = mkdtempSync(join(tmpdir(), 'worker-metrics-'));
-  bundle = buildWorkerBundle(outdir);
+  bundle = readWorkerBundle(await workerBundle());
   cluster = sharedCluster();
   proxy = await startNeonProxy({ upstream: cluster.url() });
 }, 180_000);
 afterAll(async () => {
-  try {
-    await mf?.dispose();
-    await proxy?.close();
-    await cluster?.remove();
-  } finally {
-    if (outdir) rmSync(outdir, { recursive: true, force: true });
-  }
+  await mf?.dispose();
+  await proxy?.close();
+  await cluster?.remove();
 });
 
 describe('observability on Workers', () => {

@@ -2,19 +2,15 @@
 // image runs; the global setup builds it) and the Worker bundles as wrangler builds them. The fakes
 // and development mode live in dev/ (ARCHITECTURE.md, "Platform and app"); test/fast/boundaries.test.ts checks
 // the imports, this the files that ship.
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { repoRoot } from './support/server.js';
-import { buildWorker } from './support/wrangler.js';
+import { workerBundle } from './support/wrangler.js';
 
 /** Strings only the Xero sandbox has (its log prefix and its default tenant), which minifying keeps. */
 const SANDBOX_TEXT = ['xero-sandbox:', 'Demo Company (Sandbox)'];
 const devModule = (path: string) => /^(dev|cli)\//.test(path.replace(/\\/g, '/').replace(/^(\.\.\/)+/, ''));
-
-const outdir = mkdtempSync(join(tmpdir(), 'product-bundles-'));
-afterAll(() => rmSync(outdir, { recursive: true, force: true }));
 
 function filesUnder(dir: string): string[] {
   return readdirSync(dir, { recursive: true, encoding: 'utf8' }).map((f) => join(dir, f));
@@ -41,11 +37,11 @@ describe('the fake Xero is in no build of the product', () => {
     ['worker-hyperdrive', ['src/runtime/worker-hyperdrive.ts'], 'worker-hyperdrive.js'],
   ])(
     'the %s bundle: no input under dev/ or cli/ in its metafile, no sandbox text',
-    (name, args, bundle) => {
-      const dir = join(outdir, name);
-      const metafile = join(dir, 'bundle-meta.json');
-      buildWorker(dir, [...args, '--metafile', metafile]);
-      const { inputs } = JSON.parse(readFileSync(metafile, 'utf8')) as { inputs: Record<string, unknown> };
+    async (_name, args, bundle) => {
+      const dir = await workerBundle(args);
+      const { inputs } = JSON.parse(readFileSync(join(dir, 'bundle-meta.json'), 'utf8')) as {
+        inputs: Record<string, unknown>;
+      };
       expect(Object.keys(inputs).some((p) => p.includes('src/app/'))).toBe(true);
       expect(Object.keys(inputs).filter(devModule)).toEqual([]);
       const text = readFileSync(join(dir, bundle), 'utf8');

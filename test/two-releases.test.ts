@@ -1,9 +1,7 @@
 // Two releases on one schema, on every runtime (DESIGN.md §4): this build serves on a database that a
 // newer release has migrated one expand ahead (Node, Bun and the Worker in workerd: ready, accepting and
 // pushing), and refuses one whose contract removed a column it needs, naming the migration and column.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { createLogger, loadConfig } from '@honest-health/platform';
 import { type Migration, migrate } from '@honest-health/platform/db';
 import { Miniflare } from 'miniflare';
@@ -27,7 +25,7 @@ import {
   testBox,
 } from './support/ticks.js';
 import { until } from './support/until.js';
-import { buildWorker, runScheduled, wranglerSettings } from './support/wrangler.js';
+import { bundleModule, runScheduled, workerBundle, wranglerSettings } from './support/wrangler.js';
 
 let cluster: Cluster;
 let sandbox: Sandbox;
@@ -37,20 +35,15 @@ const servers: ServerProcess[] = [];
 const workers: Miniflare[] = [];
 
 beforeAll(async () => {
-  outdir = mkdtempSync(join(tmpdir(), 'two-releases-'));
-  buildWorker(outdir);
+  outdir = await workerBundle();
   [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   proxy = await startNeonProxy({ upstream: cluster.url() });
 }, 180_000);
 afterAll(async () => {
-  try {
-    await Promise.allSettled([...servers.map((s) => s.stop()), ...workers.map((w) => w.dispose())]);
-    await proxy?.close();
-    await sandbox?.close();
-    await cluster?.remove();
-  } finally {
-    if (outdir) rmSync(outdir, { recursive: true, force: true });
-  }
+  await Promise.allSettled([...servers.map((s) => s.stop()), ...workers.map((w) => w.dispose())]);
+  await proxy?.close();
+  await sandbox?.close();
+  await cluster?.remove();
 });
 
 // What the next release's `npm run db:generate` writes: a nullable column (expand), then, in the
@@ -162,9 +155,7 @@ describe.each(Object.entries(processes))('%s, one release behind the database', 
 describe('the Worker in workerd, one release behind the database', () => {
   const worker = (url: string) => {
     const mf = new Miniflare({
-      modules: true,
-      scriptPath: join(outdir, 'worker.js'),
-      modulesRoot: outdir,
+      ...bundleModule(outdir, 'worker.js'),
       compatibilityDate: wranglerSettings.compatibility_date,
       compatibilityFlags: wranglerSettings.compatibility_flags,
       bindings: {

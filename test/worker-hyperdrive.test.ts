@@ -1,6 +1,3 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,7 +18,7 @@ import {
 } from './support/ticks.js';
 import { until } from './support/until.js';
 import { workerJsonLines } from './support/worker-log.js';
-import { buildWorker, runScheduled, wranglerSettings } from './support/wrangler.js';
+import { bundleModule, runScheduled, workerBundle, wranglerSettings } from './support/wrangler.js';
 
 // The Hyperdrive entry (src/runtime/worker-hyperdrive.ts, what `npm run build:worker:hyperdrive`
 // bundles) in workerd via Miniflare's `hyperdrives` option: workerd gets a HYPERDRIVE binding whose
@@ -35,18 +32,13 @@ let outdir: string;
 const started: Miniflare[] = [];
 
 beforeAll(async () => {
-  outdir = mkdtempSync(join(tmpdir(), 'worker-hyperdrive-'));
-  buildWorker(outdir, ['src/runtime/worker-hyperdrive.ts']);
+  outdir = await workerBundle(['src/runtime/worker-hyperdrive.ts']);
   [cluster, sandbox] = await Promise.all([startCluster(), startXeroSandbox({ port: 0 })]);
 }, 180_000);
 afterAll(async () => {
-  try {
-    await Promise.allSettled(started.map((mf) => mf.dispose()));
-    await sandbox?.close();
-    await cluster?.remove();
-  } finally {
-    if (outdir) rmSync(outdir, { recursive: true, force: true });
-  }
+  await Promise.allSettled(started.map((mf) => mf.dispose()));
+  await sandbox?.close();
+  await cluster?.remove();
 });
 
 function worker(
@@ -57,9 +49,7 @@ function worker(
 ): Miniflare {
   const mf = new Miniflare({
     ...workerJsonLines(onLine),
-    modules: true,
-    scriptPath: join(outdir, 'worker-hyperdrive.js'),
-    modulesRoot: outdir,
+    ...bundleModule(outdir, 'worker-hyperdrive.js'),
     compatibilityDate: wranglerSettings.compatibility_date,
     compatibilityFlags: wranglerSettings.compatibility_flags,
     hyperdrives: Object.fromEntries(

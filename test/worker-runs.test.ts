@@ -1,8 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,7 +12,7 @@ import { sharedCluster } from './support/shared-postgres.js';
 import { captureLog, connectedOrganization, openDatabase, type Sandbox, testBox } from './support/ticks.js';
 import { until } from './support/until.js';
 import { workerJsonLines } from './support/worker-log.js';
-import { buildWorker, runScheduled, wranglerSettings } from './support/wrangler.js';
+import { bundleModule, runScheduled, workerBundle, wranglerSettings } from './support/wrangler.js';
 
 // Two Workers (two workerd processes, so two isolates that share nothing but the database) on one
 // Postgres through the local Neon proxy, with Xero answering slowly: every invoice arrives through one
@@ -64,30 +61,23 @@ async function startSlowXero(target: string): Promise<{ url: string; server: Ser
 }
 
 beforeAll(async () => {
-  outdir = mkdtempSync(join(tmpdir(), 'worker-runs-'));
-  buildWorker(outdir);
+  outdir = await workerBundle();
   [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   proxy = await startNeonProxy({ upstream: cluster.url() });
   slowXero = await startSlowXero(sandbox.url);
 }, 180_000);
 afterAll(async () => {
-  try {
-    await Promise.allSettled(started.map((mf) => mf.dispose()));
-    slowXero?.server.close();
-    await proxy?.close();
-    await sandbox?.close();
-    await cluster?.remove();
-  } finally {
-    if (outdir) rmSync(outdir, { recursive: true, force: true });
-  }
+  await Promise.allSettled(started.map((mf) => mf.dispose()));
+  slowXero?.server.close();
+  await proxy?.close();
+  await sandbox?.close();
+  await cluster?.remove();
 });
 
 function worker(url: string): Miniflare {
   const mf = new Miniflare({
     ...workerJsonLines(),
-    modules: true,
-    scriptPath: join(outdir, 'worker.js'),
-    modulesRoot: outdir,
+    ...bundleModule(outdir, 'worker.js'),
     compatibilityDate: wranglerSettings.compatibility_date,
     compatibilityFlags: wranglerSettings.compatibility_flags,
     bindings: {

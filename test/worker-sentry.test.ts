@@ -1,6 +1,3 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startNeonProxy } from '../dev/neon-proxy/server.js';
@@ -13,7 +10,7 @@ import { sharedCluster } from './support/shared-postgres.js';
 import { captureLog, openDatabase, type Sandbox, sandboxEnv } from './support/ticks.js';
 import { until } from './support/until.js';
 import { workerJsonLines } from './support/worker-log.js';
-import { buildWorker, runScheduled, wranglerSettings } from './support/wrangler.js';
+import { bundleModule, runScheduled, workerBundle, wranglerSettings } from './support/wrangler.js';
 
 const ENTRY = 'test/support/worker-sentry-entry.ts';
 
@@ -25,9 +22,8 @@ let outdir: string;
 let mf: Miniflare | undefined;
 
 beforeAll(async () => {
-  outdir = mkdtempSync(join(tmpdir(), 'worker-sentry-'));
   // wrangler.toml's settings, with this entry instead of its main.
-  buildWorker(outdir, [ENTRY]);
+  outdir = await workerBundle([ENTRY]);
   [cluster, sandbox, sentry] = await Promise.all([
     sharedCluster(),
     startXeroSandbox({ port: 0 }),
@@ -36,13 +32,9 @@ beforeAll(async () => {
   proxy = await startNeonProxy({ upstream: cluster.url() });
 }, 180_000);
 afterAll(async () => {
-  try {
-    await mf?.dispose();
-    await Promise.allSettled([proxy?.close(), sandbox?.close(), sentry?.close()]);
-    await cluster?.remove();
-  } finally {
-    if (outdir) rmSync(outdir, { recursive: true, force: true });
-  }
+  await mf?.dispose();
+  await Promise.allSettled([proxy?.close(), sandbox?.close(), sentry?.close()]);
+  await cluster?.remove();
 });
 
 describe('the Worker with Sentry in its bundle', () => {
@@ -52,9 +44,7 @@ describe('the Worker with Sentry in its bundle', () => {
     mf = new Miniflare({
       // Its console lines (the failed run is logged as an error) stay out of the test output.
       ...workerJsonLines(() => {}),
-      modules: true,
-      scriptPath: join(outdir, 'worker-sentry-entry.js'),
-      modulesRoot: outdir,
+      ...bundleModule(outdir, 'worker-sentry-entry.js'),
       compatibilityDate: wranglerSettings.compatibility_date,
       compatibilityFlags: wranglerSettings.compatibility_flags,
       bindings: {

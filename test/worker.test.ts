@@ -1,8 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createSecretBox, generateKeyBase64 } from '@honest-health/platform/crypto';
 import { sql } from 'drizzle-orm';
 import { Miniflare } from 'miniflare';
@@ -32,7 +29,7 @@ import {
 } from './support/ticks.js';
 import { until } from './support/until.js';
 import { workerJsonLines } from './support/worker-log.js';
-import { buildWorker, runScheduled, wranglerSettings } from './support/wrangler.js';
+import { bundleModule, runScheduled, workerBundle, wranglerSettings } from './support/wrangler.js';
 
 // The real Worker bundle (what `npm run build:worker` produces) in workerd via Miniflare, against a
 // real Postgres through the local Neon proxy, and the Xero sandbox.
@@ -43,25 +40,21 @@ let cluster: Cluster;
 let sandbox: Sandbox;
 let proxy: NeonProxy;
 let outdir: string;
+let errorsDir: string;
 const started: Miniflare[] = [];
 
 beforeAll(async () => {
-  outdir = mkdtempSync(join(tmpdir(), 'worker-bundle-'));
-  buildWorker(outdir);
+  outdir = await workerBundle();
   // The errors Tail Worker, as `npm run deploy:workers:errors` builds it.
-  buildWorker(join(outdir, 'errors'), ['-c', 'wrangler.errors.toml']);
+  errorsDir = await workerBundle(['-c', 'wrangler.errors.toml']);
   [cluster, sandbox] = await Promise.all([sharedCluster(), startXeroSandbox({ port: 0 })]);
   proxy = await startNeonProxy({ upstream: cluster.url() });
 }, 180_000);
 afterAll(async () => {
-  try {
-    await Promise.allSettled(started.map((mf) => mf.dispose()));
-    await proxy?.close();
-    await sandbox?.close();
-    await cluster?.remove();
-  } finally {
-    if (outdir) rmSync(outdir, { recursive: true, force: true });
-  }
+  await Promise.allSettled(started.map((mf) => mf.dispose()));
+  await proxy?.close();
+  await sandbox?.close();
+  await cluster?.remove();
 });
 
 function worker(
@@ -76,9 +69,7 @@ function worker(
 
 function appWorker(bindings: Record<string, string>, neonProxy: { url: string } = proxy) {
   return {
-    modules: true,
-    scriptPath: join(outdir, 'worker.js'),
-    modulesRoot: outdir,
+    ...bundleModule(outdir, 'worker.js'),
     compatibilityDate: wranglerSettings.compatibility_date,
     compatibilityFlags: wranglerSettings.compatibility_flags,
     bindings: {
@@ -98,15 +89,12 @@ function appWorker(bindings: Record<string, string>, neonProxy: { url: string } 
  * to `sentryDsn` once each invocation ends.
  */
 function workerWithErrorTail(bindings: Record<string, string>, sentryDsn: string): Miniflare {
-  const errorsDir = join(outdir, 'errors');
   const mf = new Miniflare({
     workers: [
       { name: 'app', ...appWorker({ ERROR_REPORTS: 'tail', ...bindings }), tails: ['errors'] },
       {
         name: 'errors',
-        modules: true,
-        scriptPath: join(errorsDir, 'worker-errors.js'),
-        modulesRoot: errorsDir,
+        ...bundleModule(errorsDir, 'worker-errors.js'),
         compatibilityDate: wranglerSettings.compatibility_date,
         compatibilityFlags: wranglerSettings.compatibility_flags,
         bindings: { SENTRY_DSN: sentryDsn },

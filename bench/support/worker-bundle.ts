@@ -27,6 +27,11 @@ export function buildWorkerBundle(outdir: string, sourceDir = repoRoot): WorkerB
     env: { ...process.env, XDG_CONFIG_HOME: join(outdir, 'config'), WRANGLER_SEND_METRICS: 'false' },
     stdio: 'pipe',
   });
+  return readWorkerBundle(outdir, sourceDir);
+}
+
+/** The bundle wrangler already wrote to `outdir`, for the Worker of `sourceDir`. */
+export function readWorkerBundle(outdir: string, sourceDir = repoRoot): WorkerBundle {
   const script = join(outdir, 'worker.js');
   const code = readFileSync(script);
   const toml = parse(readFileSync(resolve(sourceDir, 'wrangler.toml'), 'utf8')) as {
@@ -55,9 +60,10 @@ export function startMiniflare(
   onLine?: (line: string) => void,
 ): Miniflare {
   return new Miniflare({
-    modules: true,
-    scriptPath: bundle.script,
+    // The bundle's one module given as such: with `modules: true`, Miniflare parses the whole bundle
+    // at every start to look for imports a wrangler bundle does not have.
     modulesRoot: bundle.dir,
+    modules: [{ type: 'ESModule', path: bundle.script }],
     compatibilityDate: bundle.compatibilityDate,
     compatibilityFlags: bundle.compatibilityFlags,
     bindings,

@@ -5,6 +5,7 @@ import {
   chmodSync,
   chownSync,
   copyFileSync,
+  cpSync,
   existsSync,
   lstatSync,
   mkdirSync,
@@ -296,11 +297,47 @@ class PgCluster implements Cluster {
   }
 }
 
-/** initdb + start a fresh primary on a free port. */
+const initdbArgs = (dataDir: string) => ['-D', dataDir, '--auth=trust', '-U', 'postgres', '--no-sync'];
+
+/** Set by global-setup.ts for the whole run: a data directory fresh from initdb, for startCluster to copy. */
+export const INITDB_TEMPLATE_ENV = 'HONEST_HEALTH_TEST_INITDB_TEMPLATE';
+
+/**
+ * initdb once into a directory of its own: startCluster copies it (with INITDB_TEMPLATE_ENV naming its
+ * data directory) instead of running initdb for each cluster, which costs several times the copy. A
+ * copy is what that initdb made, byte for byte, its system identifier included.
+ */
+export async function prepareInitdbTemplate(): Promise<{ dataDir: string; remove(): void }> {
+  const dir = makeClusterDir();
+  const remove = () => rmSync(dir, { recursive: true, force: true });
+  const dataDir = join(dir, 'data');
+  try {
+    await runPgTool('initdb', initdbArgs(dataDir));
+  } catch (error) {
+    remove();
+    throw error;
+  }
+  return { dataDir, remove };
+}
+
+async function initdb(dataDir: string): Promise<void> {
+  const template = process.env[INITDB_TEMPLATE_ENV];
+  if (!template || !existsSync(join(template, 'PG_VERSION'))) {
+    await runPgTool('initdb', initdbArgs(dataDir));
+    return;
+  }
+  cpSync(template, dataDir, { recursive: true });
+  if (isRoot) {
+    const { uid, gid } = postgresUser();
+    chownTree(dataDir, uid, gid);
+  }
+}
+
+/** initdb (or a copy of the run's initdb template) + start a fresh primary on a free port. */
 export async function startCluster(options: ClusterOptions = {}): Promise<Cluster> {
   const cluster = new PgCluster(makeClusterDir());
   try {
-    await runPgTool('initdb', ['-D', cluster.dataDir, '--auth=trust', '-U', 'postgres', '--no-sync']);
+    await initdb(cluster.dataDir);
     chmodSync(cluster.dataDir, 0o700);
     appendConfig(cluster.dataDir, [...settingLines(DEFAULT_SETTINGS), ...settingLines(options.settings)]);
     await cluster.startOnFreePort();
