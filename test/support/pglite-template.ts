@@ -3,22 +3,12 @@
 // So the first call on a machine initdb's an empty template, once per PGlite version, and every call
 // copies it. The copy is an empty cluster: the app's migrations still run on it at boot, as on a
 // first start.
-import {
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-} from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
+import { buildOnce } from './build-once.js';
 import { repoRoot } from './server.js';
-
-const STALE_LOCK_MS = 180_000;
 
 function templateDir(): string {
   const { version } = JSON.parse(
@@ -29,36 +19,13 @@ function templateDir(): string {
   return join(repoRoot, 'node_modules/.cache', `pglite-template-${version}`);
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 /** Builds the template unless it exists; one builder at a time, the others wait for it. */
-async function ensureTemplate(dir: string): Promise<void> {
-  const lock = `${dir}.lock`;
-  mkdirSync(dirname(dir), { recursive: true });
-  for (;;) {
-    if (existsSync(dir)) return;
-    try {
-      mkdirSync(lock);
-    } catch {
-      // Someone else builds it; a builder that died leaves a lock nobody refreshes.
-      const age = Date.now() - (existsSync(lock) ? statSync(lock).mtimeMs : Date.now());
-      if (age > STALE_LOCK_MS) rmSync(lock, { recursive: true, force: true });
-      await sleep(200);
-      continue;
-    }
-    try {
-      if (existsSync(dir)) return;
-      const building = `${dir}.building-${process.pid}`;
-      rmSync(building, { recursive: true, force: true });
-      const db = new PGlite(building);
-      await db.waitReady;
-      await db.close();
-      renameSync(building, dir);
-      return;
-    } finally {
-      rmSync(lock, { recursive: true, force: true });
-    }
-  }
+function ensureTemplate(dir: string): Promise<void> {
+  return buildOnce(dir, async (into) => {
+    const db = new PGlite(into);
+    await db.waitReady;
+    await db.close();
+  });
 }
 
 /** A new, empty PGlite data directory of its own, and how to remove it. */

@@ -1,10 +1,11 @@
 // Worker bundles as wrangler builds them, for the tests that run them in workerd through Miniflare.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Miniflare } from 'miniflare';
 import { parse } from 'smol-toml';
+import { buildOnce } from './build-once.js';
 import { repoRoot } from './server.js';
 
 /** wrangler.toml's runtime settings, which Miniflare is given as the deployed Worker gets them. */
@@ -30,9 +31,6 @@ export function buildWorker(outdir: string, args: readonly string[] = []): void 
   });
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const STALE_LOCK_MS = 180_000;
-
 /**
  * The directory of what `wrangler deploy --dry-run [args]` writes, its metafile as `bundle-meta.json`
  * beside the bundle. Built once per run and shared by every file that asks for the same `args`: the
@@ -43,29 +41,8 @@ export async function workerBundle(args: readonly string[] = []): Promise<string
   const root = process.env[WORKER_BUNDLES_ENV];
   if (!root) throw new Error(`${WORKER_BUNDLES_ENV} is unset: the integration global setup sets it`);
   const dir = join(root, createHash('sha256').update(JSON.stringify(args)).digest('hex').slice(0, 16));
-  const lock = `${dir}.lock`;
-  for (;;) {
-    if (existsSync(dir)) return dir;
-    try {
-      mkdirSync(lock);
-    } catch {
-      // Another worker builds it; one that died while building leaves a lock nobody refreshes.
-      const age = Date.now() - (existsSync(lock) ? statSync(lock).mtimeMs : Date.now());
-      if (age > STALE_LOCK_MS) rmSync(lock, { recursive: true, force: true });
-      await sleep(100);
-      continue;
-    }
-    try {
-      if (existsSync(dir)) return dir;
-      const building = `${dir}.building`;
-      rmSync(building, { recursive: true, force: true });
-      buildWorker(building, [...args, '--metafile', join(building, 'bundle-meta.json')]);
-      renameSync(building, dir);
-      return dir;
-    } finally {
-      rmSync(lock, { recursive: true, force: true });
-    }
-  }
+  await buildOnce(dir, (into) => buildWorker(into, [...args, '--metafile', join(into, 'bundle-meta.json')]));
+  return dir;
 }
 
 /**
