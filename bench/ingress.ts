@@ -114,8 +114,8 @@ let runCounter = 0;
 async function measure(target: Target, cluster: Cluster): Promise<Run> {
   runCounter += 1;
   // The last run's invoices finished, as they would in a day's traffic: what the quota recounts
-  // (every 5 s, LIMIT the quota) stays one run's invoices, about the default quota's 10,000, where
-  // left waiting it grew to every invoice the bench had sent.
+  // (every 5 s, LIMIT the quota) stays one run's invoices, about the default quota's 10,000; left
+  // waiting, it would grow to every invoice the bench has sent.
   await settleWaiting(target.databaseUrl);
   const before = await countPushes(target.databaseUrl);
   const r = await runIngressLoad({

@@ -27,7 +27,7 @@ interface Cell {
 }
 
 // A busy key moves to the back of the map's order at most this often: moved on every hit, each request
-// deleted and re-inserted its entry, and the map's table was rebuilt every few requests.
+// would delete and re-insert its entry, and V8 would rebuild the map's table every few requests.
 const REORDER_MS = 1000;
 
 export class KeyRateLimiter {

@@ -29,10 +29,10 @@ interface Entry {
  * accepted since: exact within a process, and across N replicas an organization can overshoot by what
  * the others accept within that window.
  *
- * One request recounts a stale entry and the others go on with the old figure meanwhile: left to every
- * request that found it stale, a busy organization's recount ran once per request in flight, each
- * scanning up to the quota's rows. The recounting request awaits its own query, so no request waits
- * on I/O another one started (which a Workers isolate does not allow).
+ * One request recounts a stale entry and the others go on with the old figure meanwhile: were every
+ * request that finds it stale to recount, a busy organization's count would run once per request in
+ * flight, each scanning up to the quota's rows. The recounting request awaits its own query, so no
+ * request waits on I/O another one started (which a Workers isolate does not allow).
  */
 export class PendingInvoiceQuota {
   readonly max: number;

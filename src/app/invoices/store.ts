@@ -29,10 +29,10 @@ const columns = {
 };
 
 // What a new row brings back: the rest of its answer is known without asking (attempts 0, no Xero id,
-// next attempt, creation and update at its creation time). One text column, a JSON array, where five
-// columns made node-postgres parse a five-field row description and build five parsers on every
-// insert: [id, status, last_error, tenant_id, created_ms]. The time as epoch milliseconds, which the
-// JSON keeps a number.
+// next attempt, creation and update at its creation time). One text column, a JSON array
+// [id, status, last_error, tenant_id, created_ms]: as five columns, node-postgres would parse a
+// five-field row description and build five parsers on every insert. The time as epoch milliseconds,
+// which the JSON keeps a number.
 const createdColumns = {
   created:
     sql<string>`json_build_array(${invoicePushes.id}, ${invoicePushes.status}, ${invoicePushes.lastError},
