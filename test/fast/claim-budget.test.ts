@@ -284,7 +284,7 @@ describe("a tenant's history", () => {
     const fresh = await rowsRead('replica-a');
     await unclaim();
     // With the foreign keys' triggers off for the seed: what its rows reference exists, and looking up
-    // the same few rows 210,000 times was most of this test's time.
+    // the same few rows 210,000 times would only slow it down.
     await app.database.pool.query('SET session_replication_role = replica');
     await queue('pushed', 10_000, 'history');
     await app.database.pool.query('RESET session_replication_role');
