@@ -37,7 +37,8 @@
 // The target: the database CPU per push of ours ÷ per job of pg-boss's fetch loop ≤ 1.0, with 0
 // duplicates. It reports figures and marks missed targets; it never fails on them (tests assert,
 // benchmarks report). Run: `npm run bench:queue` (builds first). Knobs: BENCH_ROUNDS (3), BENCH_REAL_BATCHES (200;
-// a list, each 1..1000), BENCH_NOOP_BATCH (200).
+// a list, each 1..1000), BENCH_NOOP_BATCH (200), BENCH_STATEMENTS=1 (pg_stat_statements loaded: the last
+// round's statements of ours and of pg-boss's fetch loop, buffers and WAL per job).
 import { readFileSync } from 'node:fs';
 import { availableParallelism, constants, loadavg } from 'node:os';
 import { createLogger } from '@honest-health/platform';
@@ -59,6 +60,13 @@ import {
 import { cpuSeconds, machineBusySeconds } from './support/cpu.js';
 import { type QueueChild, spawnQueueChild } from './support/queue-child.js';
 import { clusterCpuSeconds } from './support/queue-cpu.js';
+import {
+  installStatements,
+  resetStatements,
+  STATEMENT_SETTINGS,
+  type StatementPerJob,
+  statementsPerJob,
+} from './support/queue-statements.js';
 import { startWatchdog } from './support/queue-watchdog.js';
 import { printResults, progress, table, verdict } from './support/report.js';
 import { median, round1, round2, round3 } from './support/stats.js';
@@ -102,6 +110,8 @@ const ROUNDS = intEnv('BENCH_ROUNDS', 3);
 // 1000 requests per process outlast XERO_TIMEOUT_MS, so pushes fail as timeouts and back off 15 s+.
 const REAL_BATCHES = intListEnv('BENCH_REAL_BATCHES', [200], 1000);
 const NOOP_BATCH = intEnv('BENCH_NOOP_BATCH', 200, 1000);
+// With pg_stat_statements loaded: the last round's statements of ours and pg-boss's fetch loop, per job.
+const STATEMENTS = process.env.BENCH_STATEMENTS === '1';
 const TUNED_BATCH = 2500;
 const TICK_INTERVAL_MS = 100;
 const POLL_MS = 25;
@@ -802,7 +812,7 @@ async function main(): Promise<void> {
   );
   progress('starting a throwaway PostgreSQL cluster and the Xero sandbox (no latency, limits off)');
   const [cluster, sandbox] = await Promise.all([
-    startCluster(),
+    startCluster(STATEMENTS ? { settings: STATEMENT_SETTINGS } : {}),
     startXeroSandbox({
       port: 0,
       limits: { concurrent: null, perMinute: null, perDay: null, appPerMinute: null, latencyMs: 0 },
@@ -812,6 +822,7 @@ async function main(): Promise<void> {
   progress(`cluster on port ${cluster.port} (${cluster.dir}), sandbox at ${sandbox.url}`);
   track('cluster', () => cluster.remove());
   track('sandbox', () => sandbox.close());
+  if (STATEMENTS) await installStatements(cluster);
   const oursUrl = await freshDatabase(cluster, 'bench_queue');
   const bossUrl = await freshDatabase(cluster, 'bench_pgboss');
   const graphileUrl = await freshDatabase(cluster, 'bench_graphile');
@@ -900,6 +911,7 @@ async function main(): Promise<void> {
 
   // No-op: ours against pg-boss and graphile-worker, alternated (ABBA) across rounds.
   const noop: Record<string, NoopRun[]> = { ours_noop: [], ours_batched: [], ours_unbudgeted: [] };
+  const statements: Record<string, StatementPerJob[]> = {};
   for (const v of [...BOSS_VARIANTS, ...GRAPHILE_VARIANTS]) noop[v.key] = [];
   type Item = OursMode | { boss: BossVariant } | { graphile: GraphileVariant };
   for (let round = 1; round <= ROUNDS; round++) {
@@ -912,6 +924,12 @@ async function main(): Promise<void> {
     ];
     if (round % 2 === 0) order.reverse();
     for (const item of order) {
+      // Counted in the last round: ours (the real tick) and pg-boss's fetch loop, the target's pair.
+      const counted =
+        STATEMENTS &&
+        round === ROUNDS &&
+        (item === 'real' || (typeof item !== 'string' && 'boss' in item && item.boss.key === 'pgboss_fetch'));
+      if (counted) await resetStatements(cluster);
       const r =
         typeof item === 'string'
           ? await oursNoop(bench, noopWorkers, item)
@@ -919,6 +937,15 @@ async function main(): Promise<void> {
             ? await pgBossRun(bench, bossWorkers, item.boss)
             : await graphileRun(bench, graphileWorkers, item.graphile);
       noop[r.key]?.push(r);
+      if (counted) {
+        const database = new URL(item === 'real' ? oursUrl : bossUrl).pathname.slice(1);
+        statements[r.key] = await statementsPerJob(cluster, database, r.done);
+        for (const st of statements[r.key] ?? [])
+          progress(
+            `  ${r.key} per job: ${st.buffers} buffers, ${st.wal_records} WAL records, ${st.wal_bytes} WAL bytes, ` +
+              `${st.exec_us} µs: ${st.query}`,
+          );
+      }
       progress(
         `round ${round}/${ROUNDS} ${r.key.padEnd(19)} ${String(r.jobs_per_s).padStart(6)} jobs/s  ${r.done} in ${r.ms} ms` +
           `${r.drained ? '' : ' (window)'}  cores ${cpuText(r.cpu_cores)}`,
@@ -1153,6 +1180,7 @@ async function main(): Promise<void> {
         ]),
       ),
       best: { pgboss_work: bossBest, graphile: graphileBest },
+      ...(STATEMENTS ? { statements_per_job: statements } : {}),
       ratios: {
         ...Object.fromEntries(competitors.map((key) => [`ours_noop_vs_${key}`, ratio(key)])),
         ...Object.fromEntries(competitors.map((key) => [`ours_noop_vs_${key}_paired`, pairedRatio(key)])),
