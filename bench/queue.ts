@@ -924,7 +924,8 @@ async function main(): Promise<void> {
     ];
     if (round % 2 === 0) order.reverse();
     for (const item of order) {
-      // Counted in the last round: ours (the real tick) and pg-boss's fetch loop, the target's pair.
+      // Counted in the last round: ours (the real tick) and pg-boss's fetch loop, the target's pair,
+      // each with the INSERT of its rows (made by the run, before its clock starts).
       const counted =
         STATEMENTS &&
         round === ROUNDS &&
