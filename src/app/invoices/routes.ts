@@ -171,7 +171,7 @@ export function invoiceRoutes({
         );
       }
       if (created && push.status === 'queued') c.get('schedule')(pushTick);
-      // Never the invoice back: a 1 MiB echo per POST was most of what a client received.
+      // Never the invoice back: an echo of up to 1 MiB per POST would be most of what a client receives.
       return jsonAnswer(c, acceptedView(push), created ? 202 : 200);
     },
   );

@@ -3,8 +3,8 @@ import * as nodeCrypto from 'node:crypto';
 // node:crypto, not crypto.subtle: digest() is async and on Node runs on the libuv threadpool, two
 // round trips per API request for a few hundred bytes. createHash is synchronous and exists on all
 // three runtimes (Node, Bun, and Workers under the nodejs_compat flag that wrangler.toml sets).
-// crypto.hash, the one-shot (Node 21.7+, Bun), skips the Hash object: about half the time of
-// createHash for a request-body-sized text (https://nodejs.org/api/crypto.html#cryptohashalgorithm-data-options).
+// crypto.hash, the one-shot (Node 21.7+, Bun), skips the Hash object that createHash builds per call
+// (https://nodejs.org/api/crypto.html#cryptohashalgorithm-data-options).
 // Read off the namespace, not imported by name: a runtime without it gets undefined, not a link error.
 const oneShot: typeof nodeCrypto.hash | undefined =
   typeof nodeCrypto.hash === 'function' ? nodeCrypto.hash : undefined;
