@@ -49,7 +49,8 @@ export async function workerBundle(args: readonly string[] = []): Promise<string
  * Miniflare's options for a bundle's one module, `file` in `dir`: what `modules: true` with `scriptPath`
  * gives workerd, without Miniflare parsing the whole bundle again at every start to look for imports
  * of other modules (a wrangler bundle imports only built-ins; one that imported more would fail to
- * start).
+ * start). Miniflare's README, `modules`: `true` locates transitive dependencies; an array defines the
+ * modules by hand, the entrypoint first.
  */
 export function bundleModule(dir: string, file: string) {
   return { modulesRoot: dir, modules: [{ type: 'ESModule' as const, path: join(dir, file) }] };
