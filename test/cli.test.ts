@@ -18,7 +18,7 @@ import { freshDatabase } from './support/databases.js';
 import { waitForKey } from './support/orgs.js';
 import { seedPgliteDir } from './support/pglite-template.js';
 import type { Cluster } from './support/postgres.js';
-import { repoRoot, spawnServer } from './support/server.js';
+import { repoRoot, spawnServer, tsxArgs } from './support/server.js';
 import { sharedCluster } from './support/shared-postgres.js';
 import { bundleTools, runFile, type ToolRun, type ToolsBundle } from './support/tools-bundle.js';
 
@@ -50,7 +50,7 @@ function cli(
   // The repository's tsconfig from any cwd: its paths resolve the platform to its sources, not the
   // dist/ an install of the package gets.
   const script = resolve(repoRoot, `cli/${tool}.ts`);
-  return runFile(tsx, ['--tsconfig', resolve(repoRoot, 'tsconfig.json'), script, ...args], run);
+  return runFile(tsx, tsxArgs(script, ...args), run);
 }
 
 /** One line on stderr, no stack trace. */
@@ -110,9 +110,9 @@ describe.concurrent('usage errors', () => {
       scripts: Record<string, string>;
     };
     expect(pkg.scripts['deploy:workers']).toMatch(/^npm run db:migrate && /);
-    expect(pkg.scripts['db:migrate']).toBe('tsx cli/migrate.ts');
-    expect(pkg.scripts['org:list']).toBe('tsx cli/org.ts list');
-    expect(pkg.scripts['tokens:reseal']).toBe('tsx cli/tokens.ts reseal');
+    expect(pkg.scripts['db:migrate']).toBe('tsx --liftoff-only cli/migrate.ts');
+    expect(pkg.scripts['org:list']).toBe('tsx --liftoff-only cli/org.ts list');
+    expect(pkg.scripts['tokens:reseal']).toBe('tsx --liftoff-only cli/tokens.ts reseal');
   });
 
   it.each([

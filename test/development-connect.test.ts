@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Browser } from './support/browser.js';
 import { invoiceBody } from './support/orgs.js';
+import { seedPgliteDir } from './support/pglite-template.js';
 import { repoRoot, spawnStart, tsx, tsxArgs } from './support/server.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'development-connect-'));
@@ -35,7 +36,9 @@ function consentForm(html: string, choice: { tenant: string; decision: string })
 
 describe('development mode, a second organization', () => {
   it('its connect link leads a browser to the sandbox consent page and back; its invoice is pushed', async () => {
-    // `npm run org:create` on the embedded database, the server stopped (one process opens PGlite).
+    // `npm run org:create` on the embedded database, the server stopped (one process opens PGlite). An
+    // initdb'd one: a first start on nothing is first-run.test.ts's.
+    await seedPgliteDir(join(dir, '.data/pglite'));
     const { stdout } = await promisify(execFile)(
       tsx,
       tsxArgs(resolve(repoRoot, 'cli/org.ts'), 'create', '--name', 'Second Co'),

@@ -9,7 +9,7 @@ import { loadInternalEndpointsConfig } from '@honest-health/platform/internal/ht
 import { TICK_HEALTH_PATH } from '@honest-health/platform/internal/http/tick-health-route';
 import { parse } from 'smol-toml';
 import { describe, expect, it } from 'vitest';
-import { NODE_FLAGS, repoRoot } from '../support/server.js';
+import { EMBEDDED_NODE_FLAGS, NODE_FLAGS, repoRoot } from '../support/server.js';
 
 const read = (file: string) => readFileSync(resolve(repoRoot, file), 'utf8');
 const defaults = loadConfig({});
@@ -223,6 +223,21 @@ describe('Dockerfile', () => {
       .split('\n')
       .map((l) => l.trim());
     for (const entry of ['node_modules', 'dist', '.data', '.git']) expect(ignored).toContain(entry);
+  });
+});
+
+describe('package.json', () => {
+  const scripts = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts;
+
+  it('starts `npm start` with the flags the tests start it with', () => {
+    const start = /node (.*) --import tsx dev\/start\.ts$/.exec(scripts.start ?? '')?.[1]?.split(' ');
+    expect(start).toEqual([...NODE_FLAGS, ...EMBEDDED_NODE_FLAGS]);
+  });
+
+  it('runs every operator command on the embedded database with the embedded flags', () => {
+    const commands = Object.values(scripts).filter((s) => /^tsx .*cli\//.test(s));
+    expect(commands.length).toBeGreaterThan(5);
+    for (const command of commands) expect(command).toMatch(`tsx ${EMBEDDED_NODE_FLAGS.join(' ')} cli/`);
   });
 });
 

@@ -9,6 +9,13 @@ export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..'
 export const serverEntry = resolve(repoRoot, 'dist/node.js');
 /** Node's flags in the Dockerfile's CMD (test/fast/deploy-config.test.ts holds them equal). */
 export const NODE_FLAGS = ['--enable-source-maps', '--max-semi-space-size=16'];
+/**
+ * What package.json's `start` and its tsx scripts on the embedded database add to Node's flags
+ * (test/fast/deploy-config.test.ts holds them equal): V8's baseline wasm compiler only. PGlite is
+ * a large wasm module, and the optimizing tier's background compiles cost more CPU than they save in
+ * a process that initdb's, migrates or serves one developer (docs/development.md).
+ */
+export const EMBEDDED_NODE_FLAGS = ['--liftoff-only'];
 /** `npm start`'s entry (after the build): development mode when nothing is configured, else dist/node.js. */
 export const startEntry = resolve(repoRoot, 'dev/start.ts');
 export const tsx = resolve(repoRoot, 'node_modules/.bin/tsx');
@@ -17,6 +24,7 @@ export const tsx = resolve(repoRoot, 'node_modules/.bin/tsx');
  * whose paths resolve the platform to its sources.
  */
 export const tsxArgs = (file: string, ...args: string[]) => [
+  ...EMBEDDED_NODE_FLAGS,
   '--tsconfig',
   resolve(repoRoot, 'tsconfig.json'),
   file,
@@ -87,7 +95,7 @@ export function spawnStart(options: Omit<SpawnOptions, 'command' | 'args'> = {})
     ...options,
     env: { TSX_TSCONFIG_PATH: resolve(repoRoot, 'tsconfig.json'), ...options.env },
     command: process.execPath,
-    args: ['--enable-source-maps', '--import', loader, startEntry],
+    args: [...NODE_FLAGS, ...EMBEDDED_NODE_FLAGS, '--import', loader, startEntry],
   });
 }
 

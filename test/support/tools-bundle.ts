@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildNodeApp } from '@honest-health/platform/build';
-import { repoRoot } from './server.js';
+import { EMBEDDED_NODE_FLAGS, repoRoot } from './server.js';
 
 export type Tool = 'org' | 'migrate' | 'tokens';
 
@@ -17,7 +17,7 @@ export interface ToolRun {
 }
 
 export interface ToolsBundle {
-  /** Runs `node <bundle>/<tool>.js args` with only PATH and `env` in its environment. */
+  /** Runs `node <embedded flags> <bundle>/<tool>.js args` (as `npm run` would, but for tsx) with only PATH and `env`. */
   run(tool: Tool, args: string[], options: { cwd: string; env?: Record<string, string> }): Promise<ToolRun>;
   remove(): void;
 }
@@ -47,7 +47,8 @@ export async function bundleTools(): Promise<ToolsBundle> {
     outdir: dir,
   });
   return {
-    run: (tool, args, options) => runFile(process.execPath, [join(dir, `${tool}.js`), ...args], options),
+    run: (tool, args, options) =>
+      runFile(process.execPath, [...EMBEDDED_NODE_FLAGS, join(dir, `${tool}.js`), ...args], options),
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
 }

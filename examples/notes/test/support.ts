@@ -25,10 +25,14 @@ function tsconfigAbove(dir: string): string | undefined {
 // copied out there is none, and the platform is its installed build.
 const tsconfig = tsconfigAbove(exampleRoot);
 
-/** A TypeScript file run by tsx, on this Node: the command and its arguments. */
+/**
+ * A TypeScript file run by tsx, on this Node: the command and its arguments. With `npm run dev`'s
+ * `--liftoff-only`: PGlite's wasm on V8's baseline compiler, whose optimizing tier costs a short-lived
+ * process more CPU than it saves.
+ */
 export const tsx = (file: string, ...args: string[]): { command: string; args: string[] } => ({
   command: process.execPath,
-  args: [tsxCli, ...(tsconfig ? ['--tsconfig', tsconfig] : []), file, ...args],
+  args: [tsxCli, '--liftoff-only', ...(tsconfig ? ['--tsconfig', tsconfig] : []), file, ...args],
 });
 
 export interface Note {
