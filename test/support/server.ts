@@ -11,11 +11,12 @@ export const serverEntry = resolve(repoRoot, 'dist/node.js');
 export const NODE_FLAGS = ['--enable-source-maps', '--max-semi-space-size=16'];
 /**
  * What package.json's `start` and its tsx scripts on the embedded database add to Node's flags
- * (test/fast/deploy-config.test.ts holds them equal): V8's baseline wasm compiler only. PGlite is
- * a large wasm module, and the optimizing tier's background compiles cost more CPU than they save in
- * a process that initdb's, migrates or serves one developer (docs/development.md).
+ * (test/fast/deploy-config.test.ts holds them equal): no tier-up, so PGlite's wasm stays on V8's
+ * baseline compiler (Liftoff). PGlite is a large wasm module, and the optimizing tier's background
+ * compiles cost more CPU than they save in a process that initdb's, migrates or serves one developer
+ * (docs/development.md).
  */
-export const EMBEDDED_NODE_FLAGS = ['--liftoff-only'];
+export const EMBEDDED_NODE_FLAGS = ['--no-wasm-tier-up', '--no-wasm-dynamic-tiering'];
 /** `npm start`'s entry (after the build): development mode when nothing is configured, else dist/node.js. */
 export const startEntry = resolve(repoRoot, 'dev/start.ts');
 export const tsx = resolve(repoRoot, 'node_modules/.bin/tsx');

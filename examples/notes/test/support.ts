@@ -27,12 +27,12 @@ const tsconfig = tsconfigAbove(exampleRoot);
 
 /**
  * A TypeScript file run by tsx, on this Node: the command and its arguments. With `npm run dev`'s
- * `--liftoff-only`: PGlite's wasm on V8's baseline compiler, whose optimizing tier costs a short-lived
- * process more CPU than it saves.
+ * flags: PGlite's wasm on V8's baseline compiler, whose optimizing tier costs a short-lived process
+ * more CPU than it saves.
  */
 export const tsx = (file: string, ...args: string[]): { command: string; args: string[] } => ({
   command: process.execPath,
-  args: [tsxCli, '--liftoff-only', ...(tsconfig ? ['--tsconfig', tsconfig] : []), file, ...args],
+  args: [tsxCli, '--no-wasm-tier-up', '--no-wasm-dynamic-tiering', ...(tsconfig ? ['--tsconfig', tsconfig] : []), file, ...args],
 });
 
 export interface Note {
