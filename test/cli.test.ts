@@ -112,7 +112,9 @@ describe.concurrent('usage errors', () => {
     expect(pkg.scripts['deploy:workers']).toMatch(/^npm run db:migrate && /);
     expect(pkg.scripts['db:migrate']).toBe('tsx --no-wasm-tier-up --no-wasm-dynamic-tiering cli/migrate.ts');
     expect(pkg.scripts['org:list']).toBe('tsx --no-wasm-tier-up --no-wasm-dynamic-tiering cli/org.ts list');
-    expect(pkg.scripts['tokens:reseal']).toBe('tsx --no-wasm-tier-up --no-wasm-dynamic-tiering cli/tokens.ts reseal');
+    expect(pkg.scripts['tokens:reseal']).toBe(
+      'tsx --no-wasm-tier-up --no-wasm-dynamic-tiering cli/tokens.ts reseal',
+    );
   });
 
   it.each([

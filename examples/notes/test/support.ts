@@ -32,7 +32,14 @@ const tsconfig = tsconfigAbove(exampleRoot);
  */
 export const tsx = (file: string, ...args: string[]): { command: string; args: string[] } => ({
   command: process.execPath,
-  args: [tsxCli, '--no-wasm-tier-up', '--no-wasm-dynamic-tiering', ...(tsconfig ? ['--tsconfig', tsconfig] : []), file, ...args],
+  args: [
+    tsxCli,
+    '--no-wasm-tier-up',
+    '--no-wasm-dynamic-tiering',
+    ...(tsconfig ? ['--tsconfig', tsconfig] : []),
+    file,
+    ...args,
+  ],
 });
 
 export interface Note {
