@@ -2,9 +2,8 @@
 // a file that needs only databases takes them from it (freshDatabase, ownedDatabase) instead of paying
 // initdb and a start of its own. A file that stops, restarts, promotes or reconfigures its server,
 // needs a standby, or counts anything cluster-wide keeps its own startCluster().
-import pg, { type QueryResult, type QueryResultRow } from 'pg';
 import { inject } from 'vitest';
-import type { Cluster } from './postgres.js';
+import { type Cluster, superuserQuery } from './postgres.js';
 
 export interface SharedPostgres {
   port: number;
@@ -23,36 +22,6 @@ const notOurs = (what: string) => () =>
   Promise.reject(new Error(`the shared cluster is every file's: ${what} needs a startCluster() of its own`));
 
 /**
- * This process's superuser session on the shared cluster, kept between statements: the cluster is
- * never stopped or reconfigured under it, and a PostgreSQL backend costs about 29 ms of CPU to start
- * and end on the CI machine (docs/benchmarks.md), once for every database a file makes and drops. It
- * is on the `postgres` database and has no application_name, so no test's count of its own sessions
- * sees it; it closes when idle, so nothing holds the worker or the cluster's shutdown.
- */
-let session: pg.Pool | undefined;
-function sessionQuery<R extends QueryResultRow>(
-  port: number,
-  sql: string,
-  params?: unknown[],
-): Promise<QueryResult<R>> {
-  if (!session) {
-    session = new pg.Pool({
-      host: '127.0.0.1',
-      port,
-      user: 'postgres',
-      database: 'postgres',
-      max: 1,
-      idleTimeoutMillis: 1_000,
-      allowExitOnIdle: true,
-      connectionTimeoutMillis: 10_000,
-    });
-    // An idle session ended by the run's teardown: the next statement opens another.
-    session.on('error', () => {});
-  }
-  return session.query<R>(sql, params);
-}
-
-/**
  * The run's shared cluster. Its remove() drops what this file made there: freshDatabase/ownedDatabase
  * name their databases and roles after the process id, and a process runs its files one at a time.
  */
@@ -67,24 +36,27 @@ export function sharedCluster(): Cluster {
     dataDir: shared.dataDir,
     logFile: shared.logFile,
     url: (database = 'postgres') => `postgres://postgres@127.0.0.1:${port}/${database}`,
-    query: (sql, params) => sessionQuery(port, sql, params),
+    query: (sql, params) => superuserQuery('127.0.0.1', port, sql, params),
     stop: notOurs('stopping'),
     start: notOurs('starting'),
     promote: notOurs('promoting'),
     async remove() {
-      const databases = await sessionQuery<{ datname: string }>(
+      const databases = await superuserQuery<{ datname: string }>(
+        '127.0.0.1',
         port,
         'SELECT datname FROM pg_database WHERE datname LIKE $1',
         [mine],
       );
       for (const { datname } of databases.rows)
-        await sessionQuery(port, `DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
-      const roles = await sessionQuery<{ rolname: string }>(
+        await superuserQuery('127.0.0.1', port, `DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+      const roles = await superuserQuery<{ rolname: string }>(
+        '127.0.0.1',
         port,
         'SELECT rolname FROM pg_roles WHERE rolname LIKE $1',
         [mine],
       );
-      for (const { rolname } of roles.rows) await sessionQuery(port, `DROP ROLE IF EXISTS "${rolname}"`);
+      for (const { rolname } of roles.rows)
+        await superuserQuery('127.0.0.1', port, `DROP ROLE IF EXISTS "${rolname}"`);
     },
     // Every file's statements are in it: a file that reads its server's log needs a cluster of its own.
     readLog: () => {
