@@ -1,8 +1,10 @@
 import { createLogger, loadConfig } from '@honest-health/platform';
 import { DatabaseHandle } from '@honest-health/platform/db';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDriver } from '../src/app/databases.js';
 import { type Cluster, startCluster } from './support/postgres.js';
+import { until } from './support/until.js';
 
 let cluster: Cluster;
 beforeAll(async () => {
@@ -48,13 +50,28 @@ describe('database handle', () => {
     const driver = openDriver(config, quiet);
     await driver.ready();
     const handle = new DatabaseHandle(driver, 'app', quiet);
+    const watcher = new pg.Client(cluster.url());
+    await watcher.connect();
     try {
-      const slow = handle.pool.query<{ v: number }>('SELECT pg_sleep(0.3), 7 AS v');
-      await new Promise((r) => setTimeout(r, 50));
+      const slow = handle.pool.query<{ v: number }>('SELECT pg_sleep(1), 7 AS v');
+      // In flight means running on the server: a query still waiting for its connection when the pool
+      // ends fails at once instead, for the request path to retry on the fresh pool (pg-compatible.ts).
+      await until(
+        async () =>
+          (
+            await watcher.query<{ n: number }>(
+              "SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'active' AND query = 'SELECT pg_sleep(1), 7 AS v'",
+            )
+          ).rows[0]?.n,
+        (n) => n === 1,
+        10_000,
+        10,
+      );
       const disposed = handle.dispose({ source: 'request', reason: 'test' });
       expect((await slow).rows[0]?.v).toBe(7);
       await disposed;
     } finally {
+      await watcher.end();
       await handle.close();
     }
   });
