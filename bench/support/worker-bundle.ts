@@ -2,13 +2,14 @@
 // instances that run it with wrangler.toml's compatibility settings.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { Miniflare } from 'miniflare';
 import { parse } from 'smol-toml';
 import { repoRoot } from '../../test/support/server.js';
+import { bundleModule } from '../../test/support/wrangler.js';
 
 export interface WorkerBundle {
   dir: string;
@@ -60,10 +61,7 @@ export function startMiniflare(
   onLine?: (line: string) => void,
 ): Miniflare {
   return new Miniflare({
-    // The bundle's one module given as such: with `modules: true`, Miniflare parses the whole bundle
-    // at every start to look for imports a wrangler bundle does not have.
-    modulesRoot: bundle.dir,
-    modules: [{ type: 'ESModule', path: bundle.script }],
+    ...bundleModule(bundle.dir, basename(bundle.script)),
     compatibilityDate: bundle.compatibilityDate,
     compatibilityFlags: bundle.compatibilityFlags,
     bindings,
