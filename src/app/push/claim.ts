@@ -109,13 +109,16 @@ const dueFor = (tenant: SQL) => sql`p.status IN ('queued', 'failed')
  */
 const APP_MINUTE_SPENT = 'push claim: the app minute was spent by a concurrent claim';
 
+/** Below every connection id (random, version 4): where the walk wraps round to. */
+const NIL_UUID = '00000000-0000-0000-0000-000000000000';
+
 const sendable = sql`c.status = 'active' AND g.status = 'active'
   AND g.access_token_enc IS NOT NULL AND g.access_expires_at > now() + interval '5 seconds'`;
 
 /**
  * The most tenants with open pushes one claim looks at: it skips through them from a random one,
- * wrapping round, so its cost stays bounded however many tenants have work, and every tenant is
- * reached in turn. Among those it looks at, the least recently served go first.
+ * wrapping round, so its cost stays bounded however many tenants have work (one push each, say), and
+ * every tenant is reached in turn. Among those it looks at, the least recently served go first.
  */
 export const tenantsVisited = (batchSize: number) => Math.max(200, 4 * batchSize);
 
@@ -147,9 +150,10 @@ function room(budget: XeroBudget): SQL {
  * many replicas and isolates run side by side without waiting for one another:
  *
  * 1. finds tenants with open pushes by skipping through the (connection_id, next_attempt_at) partial
- *    index, one probe per such tenant, from a random one and at most tenantsVisited() of them:
- *    tenants with nothing queued cost nothing, and neither does how full anyone's windows are (each
- *    is a fixed number of counters);
+ *    index, two probes per such tenant (the tenant, and its due pushes up to 5), from a random one,
+ *    until those found could fill the batch twice over, and at most tenantsVisited() of them: tenants
+ *    with nothing queued cost nothing, and neither does how full anyone's windows are (each is a fixed
+ *    number of counters), and a claim over tenants with backlogs looks at as many as it can serve;
  * 2. locks, least recently served first, as many of them as the batch can use (FOR UPDATE SKIP
  *    LOCKED): a tenant another claim or a settle holds is passed over, not waited for, and a locked
  *    row is read at its latest version, so a tenant another claim served since this statement's
@@ -196,6 +200,20 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
   // Literal status list: it must match the partial index's predicate.
   const open = sql`p.status IN ('queued', 'failed')`;
   const visits = tenantsVisited(options.batchSize);
+  // Twice the batch: tenants found with due pushes may yet have no room (their slots held, parked), or
+  // be locked by a claim beside this one.
+  const enough = 2 * options.batchSize;
+  // The first tenant after `after` with open pushes (one probe of the (connection_id, next_attempt_at)
+  // index), and how many of them are due, up to its in-flight allowance (it never takes more in one
+  // claim): a second probe there, read from the index alone, so leased pushes count too, which the
+  // margin above covers. The limit is a subquery so that the planner costs the probe as the ordered
+  // index scan it is, not a sort of every open push, whatever the statistics say.
+  const nextTenant = (after: SQL) => sql`(
+    SELECT n.id, (SELECT count(*)::int FROM (
+             SELECT 1 FROM invoice_pushes p WHERE ${open} AND ${ofConnection(sql`n.id`)} AND p.next_attempt_at <= now()
+             ORDER BY p.connection_id, p.next_attempt_at LIMIT (SELECT ${budget.concurrent}::int)) d) AS due
+    FROM (SELECT p.connection_id AS id FROM invoice_pushes p WHERE ${open} AND p.connection_id > ${after}
+          ORDER BY p.connection_id, p.next_attempt_at LIMIT 1) n)`;
   // A parameter, not a CTE column, so that the planner can start the index scan there.
   const start = options.from ?? crypto.randomUUID();
   const maxBytes = options.maxPayloadBytes ?? DEFAULT_CLAIM_PAYLOAD_BYTES;
@@ -246,22 +264,25 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
         SELECT CASE WHEN app.paused THEN 0
                     ELSE greatest(0, least(${options.batchSize}, ${budget.appPerMinute} - app.used)) END AS n
         FROM app),
+      -- Each step reads the next tenant's first few entries in the index, its due pushes up to what it
+      -- may have in flight (due ones come first): the walk stops once those it found could fill the
+      -- batch twice over, or at tenantsVisited().
       open_tenants AS (
-        (SELECT p.connection_id AS id, 1 AS k FROM invoice_pushes p CROSS JOIN stamp
-         WHERE ${open} AND p.connection_id > ${start}::uuid ORDER BY p.connection_id, p.next_attempt_at LIMIT 1)
+        (SELECT n.id, 1 AS k, n.due AS found FROM ${nextTenant(sql`${start}::uuid`)} n)
         UNION ALL
-        SELECT (SELECT p.connection_id FROM invoice_pushes p WHERE ${open} AND p.connection_id > t.id
-                ORDER BY p.connection_id, p.next_attempt_at LIMIT 1), t.k + 1
-        FROM open_tenants t WHERE t.id IS NOT NULL AND t.k < ${visits}),
+        SELECT n.id, t.k + 1, t.found + n.due
+        FROM open_tenants t CROSS JOIN LATERAL ${nextTenant(sql`t.id`)} n
+        WHERE t.k < ${visits} AND t.found < ${enough}),
+      open_seen AS MATERIALIZED (
+        SELECT count(id) AS n, coalesce(max(found), 0) AS found FROM open_tenants),
       wrapped AS (
-        (SELECT p.connection_id AS id, 1 AS k FROM invoice_pushes p
-         WHERE ${open} AND p.connection_id IS NOT NULL AND (SELECT count(id) FROM open_tenants) < ${visits}
-         ORDER BY p.connection_id, p.next_attempt_at LIMIT 1)
+        (SELECT n.id, 1 AS k, s.found + n.due AS found
+         FROM open_seen s CROSS JOIN LATERAL ${nextTenant(sql`${NIL_UUID}::uuid`)} n
+         WHERE s.n < ${visits} AND s.found < ${enough})
         UNION ALL
-        SELECT (SELECT p.connection_id FROM invoice_pushes p WHERE ${open} AND p.connection_id > w.id
-                ORDER BY p.connection_id, p.next_attempt_at LIMIT 1), w.k + 1
-        FROM wrapped w CROSS JOIN stamp
-        WHERE w.id IS NOT NULL AND w.id < stamp.start AND w.k + (SELECT count(id) FROM open_tenants) < ${visits}),
+        SELECT n.id, w.k + 1, w.found + n.due
+        FROM wrapped w CROSS JOIN stamp CROSS JOIN open_seen s CROSS JOIN LATERAL ${nextTenant(sql`w.id`)} n
+        WHERE w.id < stamp.start AND w.k + s.n < ${visits} AND w.found < ${enough}),
       visited AS (
         SELECT id FROM open_tenants WHERE id IS NOT NULL
         UNION
