@@ -204,13 +204,13 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
   // be locked by a claim beside this one.
   const enough = 2 * options.batchSize;
   // The first tenant after `after` with open pushes (one probe of the (connection_id, next_attempt_at)
-  // index), and how many of them are due, up to its in-flight allowance (it never takes more in one
-  // claim): a second probe there, read from the index alone, so leased pushes count too, which the
-  // margin above covers. The limit is a subquery so that the planner costs the probe as the ordered
-  // index scan it is, not a sort of every open push, whatever the statistics say.
+  // index), and how many of them a claim could take now (due, no live lease), up to its in-flight
+  // allowance (it never takes more in one claim): a second probe there. Its limit is a subquery so that
+  // the planner costs it as the ordered index scan it is, not a sort of every open push, whatever the
+  // statistics say.
   const nextTenant = (after: SQL) => sql`(
     SELECT n.id, (SELECT count(*)::int FROM (
-             SELECT 1 FROM invoice_pushes p WHERE ${open} AND ${ofConnection(sql`n.id`)} AND p.next_attempt_at <= now()
+             SELECT 1 FROM invoice_pushes p WHERE ${dueFor(sql`n.id`)}
              ORDER BY p.connection_id, p.next_attempt_at LIMIT (SELECT ${budget.concurrent}::int)) d) AS due
     FROM (SELECT p.connection_id AS id FROM invoice_pushes p WHERE ${open} AND p.connection_id > ${after}
           ORDER BY p.connection_id, p.next_attempt_at LIMIT 1) n)`;
