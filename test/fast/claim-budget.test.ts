@@ -310,6 +310,34 @@ describe("a tenant's history", () => {
   }, 60_000);
 });
 
+describe('settled pushes, which let go of their connection', () => {
+  it("are not read for the claim's pushes without a connection, however many are due", async () => {
+    const a = await tenantWithQueue('Orphan A', 0);
+    await moreTenants(a.connectionId, 19, 'orphan-');
+    // 10,000 due pushes over 20 tenants, and 60,000 settled ones as the settle leaves them: pushed,
+    // with no connection. Statistics then say most pushes have none.
+    await app.database.pool.query(
+      `INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
+       SELECT c.organization_id, c.id, c.id || '-orphan-' || k, 'test', '{}'::jsonb, 'queued'
+       FROM xero_connections c, generate_series(1, 500) AS k WHERE c.tenant_id LIKE 'orphan-%'`,
+    );
+    await app.database.pool.query('SET session_replication_role = replica');
+    await app.database.pool.query(
+      `INSERT INTO invoice_pushes (organization_id, idempotency_key, request_hash, payload, status)
+       SELECT c.organization_id, 'settled-orphan-' || k, 'test', '{}'::jsonb, 'pushed'
+       FROM xero_connections c, generate_series(1, 60000) AS k WHERE c.id = $1`,
+      [a.connectionId],
+    );
+    await app.database.pool.query('RESET session_replication_role');
+    await app.database.pool.query('ANALYZE invoice_pushes');
+    const read = await rowsRead('replica-a');
+    // Walked in next_attempt_at order, the due pushes without a connection (none here) were looked for
+    // among every due push: 10,000 rows read and filtered out, a claim.
+    expect(read.invoice_pushes).toBeLessThan(2000);
+    await unclaim();
+  }, 60_000);
+});
+
 describe('the walk over tenants with open pushes', () => {
   it("probes the open pushes' own index, where a settled push leaves no entry to step over", async () => {
     const a = await tenantWithQueue('Walk A', 0);

@@ -372,10 +372,13 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
           FROM invoice_pushes p WHERE ${dueFor(sql`gr.id`)}
           ORDER BY p.connection_id, p.next_attempt_at LIMIT gr.n FOR UPDATE SKIP LOCKED) p
         WHERE gr.n > 0),
+      -- Ordered by connection_id too (all null here), as only invoice_pushes_connection_due_idx yields:
+      -- settled pushes have no connection, so statistics say most pushes have none, and in
+      -- next_attempt_at order alone the planner looked for these among every due push.
       orphans AS (
         SELECT p.id, p.xero_in_doubt, p.xero_key_sent_at, false AS sent
         FROM invoice_pushes p WHERE p.connection_id IS NULL AND ${due}
-        ORDER BY p.next_attempt_at LIMIT ${options.batchSize} FOR UPDATE SKIP LOCKED),
+        ORDER BY p.connection_id, p.next_attempt_at LIMIT ${options.batchSize} FOR UPDATE SKIP LOCKED),
       unsendable AS (
         SELECT p.* FROM candidates c CROSS JOIN LATERAL (
           SELECT p.id, p.xero_in_doubt, p.xero_key_sent_at, false AS sent
