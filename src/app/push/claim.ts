@@ -264,9 +264,8 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
         SELECT CASE WHEN app.paused THEN 0
                     ELSE greatest(0, least(${options.batchSize}, ${budget.appPerMinute} - app.used)) END AS n
         FROM app),
-      -- Each step reads the next tenant's first few entries in the index, its due pushes up to what it
-      -- may have in flight (due ones come first): the walk stops once those it found could fill the
-      -- batch twice over, or at tenantsVisited().
+      -- Each step finds the next tenant and what a claim could take of it now (nextTenant): the walk
+      -- stops once those could fill the batch twice over, or at tenantsVisited().
       open_tenants AS (
         (SELECT n.id, 1 AS k, n.due AS found FROM ${nextTenant(sql`${start}::uuid`)} n)
         UNION ALL
@@ -284,9 +283,9 @@ async function claimOnce(db: Database, options: ClaimOptions, lockApp: boolean):
         FROM wrapped w CROSS JOIN stamp CROSS JOIN open_seen s CROSS JOIN LATERAL ${nextTenant(sql`w.id`)} n
         WHERE w.id < stamp.start AND w.k + s.n < ${visits} AND w.found < ${enough}),
       visited AS (
-        SELECT id FROM open_tenants WHERE id IS NOT NULL
+        SELECT id FROM open_tenants
         UNION
-        SELECT w.id FROM wrapped w CROSS JOIN stamp WHERE w.id IS NOT NULL AND w.id <= stamp.start),
+        SELECT w.id FROM wrapped w CROSS JOIN stamp WHERE w.id <= stamp.start),
       candidates AS (
         SELECT c.* FROM visited t CROSS JOIN LATERAL (
           -- LIMIT 1 keeps this a lookup by primary key per tenant found, never a join over every connection.
