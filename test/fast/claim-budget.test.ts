@@ -205,6 +205,16 @@ async function moreTenants(connectionId: string, n: number, prefix: string): Pro
   );
 }
 
+/** Queues `each` due pushes for every tenant whose tenant_id starts with `prefix` (moreTenants'). */
+async function queueEach(prefix: string, each: number): Promise<void> {
+  await app.database.pool.query(
+    `INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
+     SELECT c.organization_id, c.id, c.tenant_id || '-' || k, 'test', '{}'::jsonb, 'queued'
+     FROM xero_connections c, generate_series(1, $2::int) AS k WHERE c.tenant_id LIKE $1 || '%'`,
+    [prefix, each],
+  );
+}
+
 /** Gives back what a claim took, so the next claim starts from the same state. */
 async function unclaim(): Promise<void> {
   await app.database.pool.query(
@@ -314,13 +324,9 @@ describe('settled pushes, which let go of their connection', () => {
   it("are not read for the claim's pushes without a connection, however many are due", async () => {
     const a = await tenantWithQueue('Orphan A', 0);
     await moreTenants(a.connectionId, 19, 'orphan-');
-    // 10,000 due pushes over 20 tenants, and 60,000 settled ones as the settle leaves them: pushed,
+    // 9,500 due pushes over 19 tenants, and 60,000 settled ones as the settle leaves them: pushed,
     // with no connection. Statistics then say most pushes have none.
-    await app.database.pool.query(
-      `INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
-       SELECT c.organization_id, c.id, c.id || '-orphan-' || k, 'test', '{}'::jsonb, 'queued'
-       FROM xero_connections c, generate_series(1, 500) AS k WHERE c.tenant_id LIKE 'orphan-%'`,
-    );
+    await queueEach('orphan-', 500);
     await app.database.pool.query('SET session_replication_role = replica');
     await app.database.pool.query(
       `INSERT INTO invoice_pushes (organization_id, idempotency_key, request_hash, payload, status)
@@ -332,7 +338,7 @@ describe('settled pushes, which let go of their connection', () => {
     await app.database.pool.query('ANALYZE invoice_pushes');
     const read = await rowsRead('replica-a');
     // Walked in next_attempt_at order, the due pushes without a connection (none here) were looked for
-    // among every due push: 10,000 rows read and filtered out, a claim.
+    // among every due push, this file's others included: 10,000 rows read and filtered out, a claim.
     expect(read.invoice_pushes).toBeLessThan(2000);
     await unclaim();
   }, 60_000);
@@ -404,11 +410,7 @@ describe('many tenants with work', () => {
     const a = await tenantWithQueue('Backlog A', 10);
     // 59 more tenants with 10 due pushes each: 600 due, 5 a tenant can take at once.
     await moreTenants(a.connectionId, 59, 'backlog-');
-    await app.database.pool.query(
-      `INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
-       SELECT c.organization_id, c.id, c.tenant_id || '-' || k, 'test', '{}'::jsonb, 'queued'
-       FROM xero_connections c, generate_series(1, 10) AS k WHERE c.tenant_id LIKE 'backlog-%'`,
-    );
+    await queueEach('backlog-', 10);
     await app.database.pool.query('ANALYZE');
     // rowsRead claims 100: 200 due pushes found, 5 counted a tenant, is 40 tenants looked at (a few
     // more where this file's other tenants have fewer due), their grants read once each, and 20 served.
@@ -423,11 +425,7 @@ describe('many tenants with work', () => {
     const a = await tenantWithQueue('Many A', 1);
     // 299 more tenants with one queued push each: 300 with work, more than a claim looks at.
     await moreTenants(a.connectionId, 299, 'busy-');
-    await app.database.pool.query(
-      `INSERT INTO invoice_pushes (organization_id, connection_id, idempotency_key, request_hash, payload, status)
-       SELECT c.organization_id, c.id, c.tenant_id, 'test', '{}'::jsonb, 'queued'
-       FROM xero_connections c WHERE c.tenant_id LIKE 'busy-%'`,
-    );
+    await queueEach('busy-', 1);
     await app.database.pool.query('ANALYZE');
     expect(tenantsVisited(100)).toBe(400);
     expect(tenantsVisited(50)).toBe(200);
