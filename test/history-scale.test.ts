@@ -1,7 +1,6 @@
 // A tenant with 1,000,000 settled pushes: a status-filtered list reads that status's newest rows
-// through an index (read from the plan), the sweep finds nothing left to detach without reading the
-// history or a backlog, and a disconnect writes the open pushes only, none of the history (rows
-// counted by their xmin). Timings are bench/bounded.ts's, never asserted here.
+// through an index (read from the plan), and a disconnect writes the open pushes only, none of the
+// history (rows counted by their xmin). Timings are bench/bounded.ts's, never asserted here.
 import type { Database } from '@honest-health/platform';
 import type { SecretBox } from '@honest-health/platform/crypto';
 import type { DatabaseHandle } from '@honest-health/platform/db';

@@ -261,8 +261,8 @@ export const invoicePushes = pgTable(
     // which no claim changes: an index on updated_at would make every claim's lease update non-HOT.
     index('invoice_pushes_settled_idx').on(t.createdAt).where(sql`${t.status} in ('pushed', 'dead')`),
     // Settled pushes still referencing their connection, which the sweep detaches (push/detach-settled.ts):
-    // the settle clears the reference, so this holds only rows settled before it did, costs the settle
-    // nothing, and lets a sweep with none to detach read nothing, not every open push or the table.
+    // the settle clears the reference, so this holds only rows settled before it did, and costs the
+    // settle nothing. Without it, finding none read the whole table on every sweep.
     index('invoice_pushes_settled_referencing_idx')
       .on(t.id)
       .where(sql`${t.connectionId} is not null and ${t.status} in ('pushed', 'dead')`),
