@@ -260,12 +260,6 @@ export const invoicePushes = pgTable(
     // The retention tick finds settled history by age without reading what is still open. On created_at,
     // which no claim changes: an index on updated_at would make every claim's lease update non-HOT.
     index('invoice_pushes_settled_idx').on(t.createdAt).where(sql`${t.status} in ('pushed', 'dead')`),
-    // Settled pushes still referencing their connection, which the sweep detaches (push/detach-settled.ts):
-    // the settle clears the reference, so this holds only rows settled before it did, and costs the
-    // settle nothing. Without it, finding none read the whole table on every sweep.
-    index('invoice_pushes_settled_referencing_idx')
-      .on(t.id)
-      .where(sql`${t.connectionId} is not null and ${t.status} in ('pushed', 'dead')`),
   ],
 );
 

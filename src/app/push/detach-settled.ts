@@ -5,8 +5,7 @@ import { rowsOf } from './rows.js';
 // A settled push (pushed, dead) keeps no reference to its connection: settling clears it (settle.ts),
 // and this clears it in rows settled before that, or by the previous release, in bounded batches. So
 // a disconnect's ON DELETE SET NULL meets the open pushes only, never the tenant's history; tenant_id
-// keeps where each went. The rows' updated_at is left alone: retention reads it. They are found in
-// invoice_pushes_settled_referencing_idx, which holds only them: finding none reads nothing.
+// keeps where each went. The rows' updated_at is left alone: retention reads it.
 
 export async function detachSettledPushes(
   db: Database,

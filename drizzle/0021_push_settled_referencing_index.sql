@@ -1,2 +1,0 @@
--- class: expand
-CREATE INDEX CONCURRENTLY IF NOT EXISTS "invoice_pushes_settled_referencing_idx" ON "invoice_pushes" USING btree ("id") WHERE "invoice_pushes"."connection_id" is not null and "invoice_pushes"."status" in ('pushed', 'dead');
