@@ -433,7 +433,8 @@ describe('many tenants with work', () => {
     // so it fills its batch though no tenant has more than one.
     expect((await claim('replica-a', XERO_BUDGET, 100)).pushes).toHaveLength(100);
     await unclaim();
-    // Batches of 25 look at 200 tenants from a random one: every tenant is reached within a few claims.
+    // Batches of 25 look at tenants from a random one until they have found 50 pushes they could take:
+    // every tenant is reached within a few claims.
     const served = new Set<string>();
     for (let i = 0; i < 40 && served.size < 300; i++) {
       const { pushes } = await claim(`replica-${i}`, XERO_BUDGET, 25);

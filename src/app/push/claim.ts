@@ -150,10 +150,11 @@ function room(budget: XeroBudget): SQL {
  * many replicas and isolates run side by side without waiting for one another:
  *
  * 1. finds tenants with open pushes by skipping through the (connection_id, next_attempt_at) partial
- *    index, two probes per such tenant (the tenant, and its due pushes up to 5), from a random one,
- *    until those found could fill the batch twice over, and at most tenantsVisited() of them: tenants
- *    with nothing queued cost nothing, and neither does how full anyone's windows are (each is a fixed
- *    number of counters), and a claim over tenants with backlogs looks at as many as it can serve;
+ *    index, two probes per such tenant (the tenant, and what a claim could take of it, up to 5),
+ *    from a random one, until those found could fill the batch twice over, and at most
+ *    tenantsVisited() of them: tenants with nothing queued cost nothing, and neither does how full
+ *    anyone's windows are (each is a fixed number of counters), and a claim over tenants with
+ *    backlogs looks at as many as it can serve;
  * 2. locks, least recently served first, as many of them as the batch can use (FOR UPDATE SKIP
  *    LOCKED): a tenant another claim or a settle holds is passed over, not waited for, and a locked
  *    row is read at its latest version, so a tenant another claim served since this statement's
