@@ -9,7 +9,14 @@ import { migratedDatabase, neonUrl } from './support/databases.js';
 import type { Cluster } from './support/postgres.js';
 import { TEST_TOKEN_KEY } from './support/server.js';
 import { sharedCluster } from './support/shared-postgres.js';
-import { captureLog, connectedOrganization, openDatabase, type Sandbox, testBox } from './support/ticks.js';
+import {
+  captureLog,
+  connectedOrganization,
+  openDatabase,
+  queuePush,
+  type Sandbox,
+  testBox,
+} from './support/ticks.js';
 import { until } from './support/until.js';
 import { workerJsonLines } from './support/worker-log.js';
 import { bundleModule, runScheduled, workerBundle, wranglerSettings } from './support/wrangler.js';
@@ -183,6 +190,46 @@ describe('two Workers on one database', () => {
       await db.end();
     }
   }, 240_000);
+
+  it("a cron that fires during a request's push run runs its own after it: a push due meanwhile goes out", async () => {
+    const url = await migratedDatabase(cluster);
+    const { log } = captureLog();
+    const handle = await openDatabase(url, log);
+    const { org } = await connectedOrganization(handle.db, await testBox(), sandbox, 'Cron Behind Co');
+    const db = new pg.Client(url);
+    await db.connect();
+    const mf = worker(url);
+    try {
+      expect((await mf.dispatchFetch('http://worker/readyz')).status).toBe(200);
+      const res = await mf.dispatchFetch('http://worker/api/invoices', {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${org.apiKey}`,
+          'content-type': 'application/json',
+          'idempotency-key': 'cron-behind-1',
+        },
+        body: invoice(1),
+      });
+      expect(res.status).toBe(202);
+      // The request's run has claimed its push and waits on Xero: a push that falls due now (a retry's
+      // time come) is not in its claim.
+      await until(
+        async () =>
+          (await db.query(`SELECT count(*)::int AS n FROM invoice_pushes WHERE lease_owner IS NOT NULL`))
+            .rows[0].n,
+        (n) => n === 1,
+        10_000,
+        10,
+      );
+      const due = await queuePush(handle.db, org.id, 'cron-behind-2');
+      await runScheduled(mf);
+      const { rows } = await db.query('SELECT status FROM invoice_pushes WHERE id = $1', [due]);
+      expect(rows[0].status).toBe('pushed');
+    } finally {
+      await db.end();
+      await handle.close();
+    }
+  });
 
   it("keeps a disconnect's Xero call alive past the answer (waitUntil), however slow Xero is", async () => {
     const url = await migratedDatabase(cluster);

@@ -57,4 +57,23 @@ describe('follow-up runs (a tick scheduled on an isolate while it runs)', () => 
     await Promise.all([failing, other, followUp]);
     expect(order).toEqual(['push failed', 'refresh', 'push again']);
   });
+
+  it("runs a cron's own run after the run in flight and the one queued, and later calls wait for it", async () => {
+    const runs = new FollowUpRuns();
+    const first = gate();
+    const order: string[] = [];
+    const inFlight = runs.schedule('push', async () => {
+      order.push('request');
+      await first.done;
+    });
+    const queued = runs.schedule('push', async () => void order.push('follow-up'));
+    const cron = runs.scheduleOwn('push', async () => void order.push('cron'));
+    const later = runs.schedule('push', async () => void order.push('never'));
+    first.release();
+    await Promise.all([inFlight, queued, cron, later]);
+    expect(order).toEqual(['request', 'follow-up', 'cron']);
+    // A cron with nothing in flight runs at once.
+    await runs.scheduleOwn('push', async () => void order.push('next cron'));
+    expect(order).toEqual(['request', 'follow-up', 'cron', 'next cron']);
+  });
 });

@@ -9,12 +9,22 @@ export class FollowUpRuns {
 
   /** Starts `run` now, or after the run in flight; resolves when the run that covers this call is done. */
   schedule(name: string, run: () => Promise<unknown>): Promise<void> {
-    const queued = this.#queued.get(name);
-    if (queued) return queued;
-    const current = this.#inFlight.get(name);
-    if (!current) return this.#start(name, run);
-    const next = current.then(() => {
-      this.#queued.delete(name);
+    return this.#queued.get(name) ?? this.#after(this.#inFlight.get(name), name, run);
+  }
+
+  /**
+   * Starts `run` now, or after the runs in flight and queued, as a run of its own: a cron invocation's,
+   * which must not be lost to a run that claimed before it fired, nor merged into one that reports to
+   * another invocation. Calls to schedule() meanwhile wait for it.
+   */
+  scheduleOwn(name: string, run: () => Promise<unknown>): Promise<void> {
+    return this.#after(this.#queued.get(name) ?? this.#inFlight.get(name), name, run);
+  }
+
+  #after(ahead: Promise<void> | undefined, name: string, run: () => Promise<unknown>): Promise<void> {
+    if (!ahead) return this.#start(name, run);
+    const next: Promise<void> = ahead.then(() => {
+      if (this.#queued.get(name) === next) this.#queued.delete(name);
       return this.#start(name, run);
     });
     this.#queued.set(name, next);

@@ -456,10 +456,12 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       if (Date.now() - releaseSeenAt > RELEASE_SEEN_EVERY_MS)
         await seeRelease(isolate, invocation.appDatabase);
       // In the app's order (it lists token refresh first: a push with an expired token is only deferred).
+      // Each after the same tick's run in flight here, a request's (it may have claimed before this
+      // cron fired), never skipped for it: the next cron may be a minute away.
       for (const tick of isolate.app.ticks) {
-        await isolate
-          .runTick(tick.name, tick.run, { database: invocation.appDatabase, monitor })
-          .catch(() => {});
+        await followUps.scheduleOwn(tick.name, () =>
+          isolate.runTick(tick.name, tick.run, { database: invocation.appDatabase, monitor }),
+        );
       }
     })()
       .finally(() => monitor.idle())
