@@ -4,7 +4,7 @@ import type { AppConfig } from './config.js';
 import { sweepExpiredFlows } from './connections/connect-links.js';
 import { AccessTokenCache } from './connections/grants.js';
 import { CredentialsState, refreshExpiringTokens } from './connections/refresh-tokens.js';
-import { detachSettledPushes } from './push/detach-settled.js';
+import { restingDetach } from './push/detach-settled.js';
 import { prunePushes } from './push/prune-pushes.js';
 import { pushDueInvoices } from './push/tick.js';
 import { deliverDueWebhooks } from './webhooks/deliver.js';
@@ -100,10 +100,11 @@ export function appTicks(setup: TickSetup): AppTick[] {
  * settled pushes still referencing their connection (so a disconnect never rewrites history).
  */
 function sweepTick(config: TickSetup['config']): AppTick {
+  const detach = restingDetach();
   return {
     name: TICKS.sweep,
     intervalMs: config.tickIntervalMs,
-    run: async (db) => ({ ...(await sweepExpiredFlows(db)), ...(await detachSettledPushes(db)) }),
+    run: async (db) => ({ ...(await sweepExpiredFlows(db)), ...(await detach(db)) }),
   };
 }
 

@@ -7,6 +7,28 @@ import { rowsOf } from './rows.js';
 // a disconnect's ON DELETE SET NULL meets the open pushes only, never the tenant's history; tenant_id
 // keeps where each went. The rows' updated_at is left alone: retention reads it.
 
+/**
+ * How long the sweep rests after a pass that found nothing to detach. Such a pass reads every open push
+ * through invoice_pushes_connection_idx, or the whole table beside a large history (the planner's
+ * estimate of settled rows that still reference a connection comes from a sample), and only a release
+ * that predates settle's clearing writes new ones, while a rolling deploy runs it beside this one.
+ */
+export const DETACH_REST_MS = 10 * 60_000;
+
+/**
+ * detachSettledPushes, run by a tick: every run while it finds rows, then at most once per `restMs`
+ * after a pass that found none.
+ */
+export function restingDetach(restMs = DETACH_REST_MS, now: () => number = Date.now) {
+  let restUntil = 0;
+  return async (db: Database): Promise<{ detached: number }> => {
+    if (now() < restUntil) return { detached: 0 };
+    const result = await detachSettledPushes(db);
+    restUntil = result.detached === 0 ? now() + restMs : 0;
+    return result;
+  };
+}
+
 export async function detachSettledPushes(
   db: Database,
   { batchSize = 1000, maxBatches = 10 } = {},
