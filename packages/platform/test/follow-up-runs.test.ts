@@ -76,4 +76,18 @@ describe('follow-up runs (a tick scheduled on an isolate while it runs)', () => 
     await runs.scheduleOwn('push', async () => void order.push('next cron'));
     expect(order).toEqual(['request', 'follow-up', 'cron', 'next cron']);
   });
+
+  it('queues one cron run however many crons fire while a slow run is in flight', async () => {
+    const runs = new FollowUpRuns();
+    const slow = gate();
+    const order: string[] = [];
+    const inFlight = runs.scheduleOwn('push', async () => {
+      order.push('cron 1');
+      await slow.done;
+    });
+    const crons = [2, 3, 4].map((n) => runs.scheduleOwn('push', async () => void order.push(`cron ${n}`)));
+    slow.release();
+    await Promise.all([inFlight, ...crons]);
+    expect(order).toEqual(['cron 1', 'cron 2']);
+  });
 });

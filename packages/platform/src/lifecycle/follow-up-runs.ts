@@ -6,6 +6,8 @@
 export class FollowUpRuns {
   readonly #inFlight = new Map<string, Promise<void>>();
   readonly #queued = new Map<string, Promise<void>>();
+  /** Ticks whose queued run is a cron's own (scheduleOwn). */
+  readonly #queuedOwn = new Set<string>();
 
   /** Starts `run` now, or after the run in flight; resolves when the run that covers this call is done. */
   schedule(name: string, run: () => Promise<unknown>): Promise<void> {
@@ -14,20 +16,29 @@ export class FollowUpRuns {
 
   /**
    * Starts `run` now, or after the runs in flight and queued, as a run of its own: a cron invocation's,
-   * which must not be lost to a run that claimed before it fired, nor merged into one that reports to
-   * another invocation. Calls to schedule() meanwhile wait for it.
+   * which must not be lost to a run that claimed before it fired (the next cron is a minute away), and
+   * reports its own check-in. A cron's run already queued covers this one (it starts after this call),
+   * so runs slower than the cron queue one, not one per cron. Calls to schedule() meanwhile wait for it.
    */
   scheduleOwn(name: string, run: () => Promise<unknown>): Promise<void> {
-    return this.#after(this.#queued.get(name) ?? this.#inFlight.get(name), name, run);
+    const queued = this.#queued.get(name);
+    if (queued && this.#queuedOwn.has(name)) return queued;
+    const next = this.#after(queued ?? this.#inFlight.get(name), name, run);
+    if (this.#queued.get(name) === next) this.#queuedOwn.add(name);
+    return next;
   }
 
   #after(ahead: Promise<void> | undefined, name: string, run: () => Promise<unknown>): Promise<void> {
     if (!ahead) return this.#start(name, run);
     const next: Promise<void> = ahead.then(() => {
-      if (this.#queued.get(name) === next) this.#queued.delete(name);
+      if (this.#queued.get(name) === next) {
+        this.#queued.delete(name);
+        this.#queuedOwn.delete(name);
+      }
       return this.#start(name, run);
     });
     this.#queued.set(name, next);
+    this.#queuedOwn.delete(name);
     return next;
   }
 
