@@ -25,6 +25,7 @@ import { bundleModule, runScheduled, workerBundle, wranglerSettings } from './su
 // Postgres through the local Neon proxy, with Xero answering slowly: every invoice arrives through one
 // of them (its POST starts a push run of its own), and both crons fire at once. Cloudflare serialises
 // none of these runs, so only the leases in the database keep each push and each refresh to one run.
+// Within one isolate, a cron that fires while a request's push run is in flight runs its own after it.
 
 type NeonProxy = Awaited<ReturnType<typeof startNeonProxy>>;
 

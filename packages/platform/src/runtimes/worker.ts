@@ -456,8 +456,8 @@ export function createIsolateHandlers<C, E extends AppEnv>(module: AppModule<C, 
       if (Date.now() - releaseSeenAt > RELEASE_SEEN_EVERY_MS)
         await seeRelease(isolate, invocation.appDatabase);
       // In the app's order (it lists token refresh first: a push with an expired token is only deferred).
-      // Each after the same tick's run in flight here, a request's (it may have claimed before this
-      // cron fired), never skipped for it: the next cron may be a minute away.
+      // Each waits for the same tick's run in flight here (a request's, which may have claimed before
+      // this cron fired) rather than being skipped for it: the next cron may be a minute away.
       for (const tick of isolate.app.ticks) {
         await followUps.scheduleOwn(tick.name, () =>
           isolate.runTick(tick.name, tick.run, { database: invocation.appDatabase, monitor }),
