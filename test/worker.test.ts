@@ -317,19 +317,28 @@ describe('the Worker in workerd', () => {
       const { port } = server.address() as AddressInfo;
       const endpoint = await createEndpoint(handle.db, box, org.id, `http://127.0.0.1:${port}/hook`);
       const id = await queuePush(handle.db, org.id, 'cron-hook-1');
-      await handle.close();
       const mf = worker({
         DATABASE_URL: neonUrl(url),
         WEBHOOK_ALLOW_INSECURE: 'true',
         ...sandboxEnv(sandbox),
       });
       // The push tick runs before the delivery tick in one invocation: the event goes out in the same one.
-      await runScheduled(mf);
+      // A loaded machine may defer the push past the budget's 2 s from its claim: a later cron sends it.
+      const status = async () =>
+        (await handle.pool.query<{ status: string }>('SELECT status FROM invoice_pushes WHERE id = $1', [id]))
+          .rows[0]?.status;
+      for (let cron = 0; cron < 5; cron++) {
+        await runScheduled(mf);
+        if ((await status()) === 'pushed') break;
+        expect(received).toHaveLength(0);
+      }
+      expect(await status()).toBe('pushed');
       expect(received).toHaveLength(1);
       const event = new Webhook(endpoint.secret).verify(received[0]?.body ?? '', received[0]?.headers ?? {});
       expect(event).toMatchObject({ type: 'invoice.pushed', data: { id, status: 'pushed' } });
     } finally {
       server.close();
+      await handle.close();
     }
   });
 
