@@ -5,13 +5,12 @@
  */
 export class FollowUpRuns {
   readonly #inFlight = new Map<string, Promise<void>>();
-  readonly #queued = new Map<string, Promise<void>>();
-  /** Ticks whose queued run is a cron's own (scheduleOwn). */
-  readonly #queuedOwn = new Set<string>();
+  /** The run queued behind the one in flight, and whether it is a cron's own (scheduleOwn). */
+  readonly #queued = new Map<string, { done: Promise<void>; own: boolean }>();
 
   /** Starts `run` now, or after the run in flight; resolves when the run that covers this call is done. */
   schedule(name: string, run: () => Promise<unknown>): Promise<void> {
-    return this.#queued.get(name) ?? this.#after(this.#inFlight.get(name), name, run);
+    return this.#queued.get(name)?.done ?? this.#after(this.#inFlight.get(name), name, run, false);
   }
 
   /**
@@ -22,24 +21,26 @@ export class FollowUpRuns {
    */
   scheduleOwn(name: string, run: () => Promise<unknown>): Promise<void> {
     const queued = this.#queued.get(name);
-    if (queued && this.#queuedOwn.has(name)) return queued;
-    const next = this.#after(queued ?? this.#inFlight.get(name), name, run);
-    if (this.#queued.get(name) === next) this.#queuedOwn.add(name);
-    return next;
+    if (queued?.own) return queued.done;
+    return this.#after(queued?.done ?? this.#inFlight.get(name), name, run, true);
   }
 
-  #after(ahead: Promise<void> | undefined, name: string, run: () => Promise<unknown>): Promise<void> {
+  #after(
+    ahead: Promise<void> | undefined,
+    name: string,
+    run: () => Promise<unknown>,
+    own: boolean,
+  ): Promise<void> {
     if (!ahead) return this.#start(name, run);
-    const next: Promise<void> = ahead.then(() => {
-      if (this.#queued.get(name) === next) {
-        this.#queued.delete(name);
-        this.#queuedOwn.delete(name);
-      }
-      return this.#start(name, run);
-    });
-    this.#queued.set(name, next);
-    this.#queuedOwn.delete(name);
-    return next;
+    const queued = {
+      own,
+      done: ahead.then(() => {
+        if (this.#queued.get(name) === queued) this.#queued.delete(name);
+        return this.#start(name, run);
+      }),
+    };
+    this.#queued.set(name, queued);
+    return queued.done;
   }
 
   #start(name: string, run: () => Promise<unknown>): Promise<void> {
